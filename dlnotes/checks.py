@@ -23,12 +23,15 @@ def check(concept_id: str, condition, message: str = "") -> None:
         raise ValueError(f"concept_id must be a string 'CC.NN' such as '01.14', got {concept_id!r}")
     if not isinstance(message, str):
         raise TypeError(f"message must be a str, got {type(message).__name__}")
-    if condition is None or np.size(condition) != 1:
+    if hasattr(condition, "detach"):  # a torch tensor, possibly on a GPU
+        condition = condition.detach().cpu().numpy()
+    value = np.asarray(condition)
+    if condition is None or value.size != 1:
         raise TypeError(
             "condition must be a single truth value (reduce arrays with .all() or .any()), "
-            f"got {type(condition).__name__} of size {np.size(condition)}"
+            f"got {type(condition).__name__} of size {value.size}"
         )
     text = f"[{concept_id}] {message}".rstrip()
-    if not bool(np.asarray(condition).item()):
+    if not bool(value.item()):
         raise AssertionError(text)
     print(f"✔ {text}")

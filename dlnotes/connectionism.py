@@ -278,11 +278,14 @@ def version_space_fraction(X, y, n_angles: int = 3600) -> float:
 
 
 def cover_count(s: int, n: int) -> int:
-    """Cover's function count ``C(s, n) = 2 sum_{i=0}^{n-1} binom(s-1, i)``: the number of
-    dichotomies of s points in general position in R^n that a hyperplane through the origin realises."""
-    for name, v in (("s", s), ("n", n)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    """Cover's function count ``C(s, n) = 2 sum_{i=0}^{n-1} binom(s-1, i)``.
+
+    The number of dichotomies of s >= 1 points in general position in R^n that a hyperplane through
+    the origin realises; ``C(s, 0) = 0``, so that ``C(s+1, n) = C(s, n) + C(s, n-1)`` holds for all n >= 1.
+    """
+    for name, v, low in (("s", s, 1), ("n", n, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
     return 2 * sum(comb(int(s) - 1, i) for i in range(int(n)))
 
 

@@ -12,6 +12,7 @@ Subset:  the first 2000 images of each of the 10 classes in the training file
 Rerun:   apt-get install dataset-fashion-mnist
          python scripts/make_fashion_mnist.py [--source DIR] [--out PATH]
 """
+
 import argparse
 import gzip
 import os
@@ -20,23 +21,26 @@ import struct
 import numpy as np
 
 DEFAULT_SOURCE = "/usr/share/datasets/fashion-mnist"
-DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "dlnotes", "datafiles",
-                           "fashion_mnist_subset.npz")
+DEFAULT_OUT = os.path.join(
+    os.path.dirname(__file__), "..", "dlnotes", "datafiles", "fashion_mnist_subset.npz"
+)
 MAGIC_LABELS, MAGIC_IMAGES = 2049, 2051  # IDX: 0x0000, ubyte (0x08), ndim
 
 
 def read_idx(path, magic):
     """Read an IDX ubyte file (gzipped) and return it as a uint8 array."""
     if not os.path.exists(path):
-        raise SystemExit(f"error: {path} not found; install it with "
-                         "`apt-get install dataset-fashion-mnist` or pass --source DIR")
+        raise SystemExit(
+            f"error: {path} not found; install it with "
+            "`apt-get install dataset-fashion-mnist` or pass --source DIR"
+        )
     with gzip.open(path, "rb") as f:
         data = f.read()
     found = struct.unpack(">I", data[:4])[0]
     if found != magic:
         raise ValueError(f"{path}: bad IDX magic number {found}, expected {magic}")
     ndim = magic & 0xFF
-    shape = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
+    shape = struct.unpack(f">{ndim}I", data[4 : 4 + 4 * ndim])
     array = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
     if array.size != int(np.prod(shape)):
         raise ValueError(f"{path}: expected {np.prod(shape)} values, found {array.size}")
@@ -53,8 +57,7 @@ def load_split(source, prefix):
 
 def balanced_subset(images, labels, per_class):
     """First `per_class` examples of every class, returned in file order."""
-    idx = np.sort(np.concatenate([np.flatnonzero(labels == c)[:per_class]
-                                  for c in range(10)]))
+    idx = np.sort(np.concatenate([np.flatnonzero(labels == c)[:per_class] for c in range(10)]))
     return images[idx], labels[idx]
 
 
@@ -67,8 +70,7 @@ def main(argv=None):
     X_train, y_train = balanced_subset(*load_split(args.source, "train"), 2000)
     X_test, y_test = balanced_subset(*load_split(args.source, "t10k"), 400)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    np.savez_compressed(args.out, X_train=X_train, y_train=y_train,
-                        X_test=X_test, y_test=y_test)
+    np.savez_compressed(args.out, X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test)
     print(f"train: {X_train.shape} images, test: {X_test.shape} images")
     print(f"wrote {os.path.normpath(args.out)} ({os.path.getsize(args.out)} bytes)")
 

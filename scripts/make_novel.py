@@ -14,6 +14,7 @@ Output:  UTF-8 text, lines joined with "\\n", trailing whitespace stripped,
 Rerun:   apt-get install r-cran-janeaustenr && pip install rdata
          python scripts/make_novel.py [--out PATH]
 """
+
 import argparse
 import bz2
 import lzma
@@ -24,17 +25,14 @@ import zlib
 import rdata
 
 DATA_DB = "/usr/lib/R/site-library/janeaustenr/data/Rdata"
-DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "dlnotes", "datafiles",
-                           "pride_and_prejudice.txt")
-DECOMPRESS = {b"Z": zlib.decompress, b"2": bz2.decompress, b"X": lzma.decompress,
-              b"0": bytes}
+DEFAULT_OUT = os.path.join(os.path.dirname(__file__), "..", "dlnotes", "datafiles", "pride_and_prejudice.txt")
+DECOMPRESS = {b"Z": zlib.decompress, b"2": bz2.decompress, b"X": lzma.decompress, b"0": bytes}
 
 
 def read_lazyload(db, name):
     """Return object `name` from the R lazy-load database `db`.rdx/.rdb."""
     if not os.path.exists(db + ".rdx"):
-        raise SystemExit(f"error: {db}.rdx not found; install it with "
-                         "`apt-get install r-cran-janeaustenr`")
+        raise SystemExit(f"error: {db}.rdx not found; install it with `apt-get install r-cran-janeaustenr`")
     index = rdata.read_rds(db + ".rdx")
     offset, length = (int(v) for v in index["variables"][name])
     with open(db + ".rdb", "rb") as f:
@@ -43,7 +41,7 @@ def read_lazyload(db, name):
     size = struct.unpack(">I", blob[:4])[0]
     if int(index["compressed"][0]) == 1:  # compress=TRUE: zlib, no type byte
         data = zlib.decompress(blob[4:])
-    else:                                 # compress=2/3: type byte after the length
+    else:  # compress=2/3: type byte after the length
         data = DECOMPRESS[blob[4:5]](blob[5:])
     if len(data) != size:
         raise ValueError(f"{name}: expected {size} bytes, got {len(data)}")
@@ -55,8 +53,7 @@ def main(argv=None):
     parser.add_argument("--out", default=DEFAULT_OUT, help="output .txt path")
     args = parser.parse_args(argv)
 
-    lines = ["" if line is None else str(line).rstrip()
-             for line in read_lazyload(DATA_DB, "prideprejudice")]
+    lines = ["" if line is None else str(line).rstrip() for line in read_lazyload(DATA_DB, "prideprejudice")]
     text = "\n".join(lines).strip("\n") + "\n"
     text.encode("utf-8")  # fails loudly on unpaired surrogates or similar
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

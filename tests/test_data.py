@@ -1,0 +1,46 @@
+import networkx as nx
+import numpy as np
+import pytest
+
+from dlnotes.data import FASHION_CLASSES, load_digits, load_fashion_mnist, load_karate_club, load_novel
+
+
+def test_digits():
+    images, labels = load_digits()
+    assert images.shape == (1797, 8, 8) and labels.shape == (1797,)
+    assert images.min() == 0 and images.max() == 16
+    assert set(labels) == set(range(10))
+
+
+@pytest.mark.parametrize(("split", "per_class"), [("train", 2000), ("test", 400)])
+def test_fashion_mnist_subset_is_balanced(split, per_class):
+    X, y = load_fashion_mnist(split)
+    assert X.shape == (10 * per_class, 28, 28) and X.dtype == np.uint8
+    assert y.shape == (10 * per_class,)
+    assert (np.bincount(y) == per_class).all() and len(FASHION_CLASSES) == 10
+    assert X.max() == 255 and X.min() == 0
+
+
+def test_fashion_mnist_train_and_test_differ():
+    X_train, _ = load_fashion_mnist("train")
+    X_test, _ = load_fashion_mnist("test")
+    train_rows = {row.tobytes() for row in X_train.reshape(len(X_train), -1)}
+    assert sum(row.tobytes() in train_rows for row in X_test.reshape(len(X_test), -1)) < 10
+
+
+def test_fashion_mnist_rejects_unknown_split():
+    with pytest.raises(ValueError, match="split"):
+        load_fashion_mnist("validation")
+
+
+def test_novel_is_pride_and_prejudice():
+    text = load_novel()
+    assert text.startswith("PRIDE AND PREJUDICE")
+    assert "It is a truth universally acknowledged" in text
+    assert 650_000 < len(text) < 750_000 and text.isascii()
+
+
+def test_karate_club():
+    G, y = load_karate_club()
+    assert isinstance(G, nx.Graph) and G.number_of_nodes() == 34 and G.number_of_edges() == 78
+    assert y.shape == (34,) and y[0] == 0 and y[33] == 1 and np.bincount(y).tolist() == [17, 17]
