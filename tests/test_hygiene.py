@@ -1,0 +1,95 @@
+"""Notebook hygiene: stored without outputs, listed in the table of contents, same setup cell, anatomy."""
+
+import importlib.util
+import re
+
+import nbformat
+import pytest
+import yaml
+from conftest import ROOT
+
+NOTEBOOKS = sorted(p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+IDS = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
+
+
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+new_section = load_script("new_section")
+
+
+def toc_files():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections", []) + entry.get("chapters", []))
+
+    for part in toc["parts"]:
+        walk(part["chapters"])
+    return files
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 4
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_is_stored_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, "strip outputs: nbstripout " + str(
+                path
+            )
+    assert "widgets" not in nb.metadata, "strip the saved widget state: nbstripout"
+
+
+def test_every_notebook_is_in_the_toc_and_every_toc_file_exists():
+    listed = set(toc_files())
+    for path in NOTEBOOKS:
+        assert str(path.relative_to(ROOT).with_suffix("")) in listed, f"{path} is not in _toc.yml"
+    for entry in listed:
+        assert any((ROOT / f"{entry}{suffix}").exists() for suffix in (".md", ".ipynb")), (
+            f"{entry} has no file"
+        )
+
+
+def test_setup_cell_installs_from_the_configured_repository():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert new_section.REPOSITORY == config["repository"]["url"]
+    assert f"git+{config['repository']['url']}" in new_section.SETUP_CELL
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_starts_with_title_and_the_shared_setup_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+    first_code = next(cell for cell in nb.cells if cell.cell_type == "code")
+    assert first_code.source == new_section.SETUP_CELL, "copy the setup cell from scripts/new_section.py"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_has_checks_exercises_with_solutions_and_a_summary(path):
+    nb = nbformat.read(path, as_version=4)
+    code = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
+    text = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    assert re.search(r"""\bcheck\(\s*["']\d\d\.\d\d["']""", code), "no check(...) in the notebook"
+    assert "## Exercises" in text and ":class: dropdown" in text, "exercises need solutions in dropdowns"
+    assert "## Summary" in text
+
+
+def test_new_section_creates_a_notebook_that_passes_the_anatomy_tests(tmp_path):
+    path = tmp_path / "01_demo.ipynb"
+    new_section.new_section(path, "Demo")
+    nb = nbformat.read(path, as_version=4)
+    assert nb.cells[1].source == new_section.SETUP_CELL and nb.cells[0].source.startswith("# Demo")
+    with pytest.raises(FileExistsError):
+        new_section.new_section(path, "Demo")
