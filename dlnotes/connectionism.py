@@ -221,10 +221,11 @@ def geometric_margin(w, b: float, X, y) -> float:
     return float(np.min(y * signed_distance(X, w, b)))
 
 
-def is_linearly_separable(X, y, homogeneous: bool = True) -> bool:
-    """Is there (w, b) with ``y_i (w^T x_i + b) > 0`` for all i? (LP feasibility of ``y_i(w^T x_i + b) >= 1``).
+def separating_weights(X, y, homogeneous: bool = True) -> np.ndarray | None:
+    """Weights with ``y_i (w^T x_i + b) >= 1`` for all i, found by linear programming, or None if none exist.
 
-    ``homogeneous=True`` fixes ``b = 0`` (hyperplanes through the origin).
+    Returns w (n,) with ``homogeneous=True`` (hyperplanes through the origin), else ``(w, b)`` stacked (n+1,).
+    Strict separability ``y_i (w^T x_i + b) > 0`` is equivalent: rescale w until the smallest value is 1.
     """
     X = _matrix(X)
     y = _labels(y, len(X))
@@ -239,7 +240,12 @@ def is_linearly_separable(X, y, homogeneous: bool = True) -> bool:
     )
     if res.status not in (0, 2):
         raise RuntimeError(f"linprog failed: {res.message}")
-    return res.status == 0
+    return res.x if res.status == 0 else None
+
+
+def is_linearly_separable(X, y, homogeneous: bool = True) -> bool:
+    """Is there (w, b) with ``y_i (w^T x_i + b) > 0`` for all i? ``homogeneous=True`` fixes ``b = 0``."""
+    return separating_weights(X, y, homogeneous) is not None
 
 
 def max_margin_classifier(X, y) -> tuple[np.ndarray, float]:

@@ -165,6 +165,18 @@ def test_linear_separability():
     assert not cn.is_linearly_separable(line, np.array([1, -1]), homogeneous=True)
 
 
+def test_separating_weights_satisfy_the_constraints():
+    X, y, _ = cn.make_separable(40, 3, 0.2, seed=3)
+    w = cn.separating_weights(X, y)
+    assert w.shape == (3,) and (y * (X @ w) >= 1 - 1e-9).all()
+    wb = cn.separating_weights(X + 5.0, y, homogeneous=False)
+    assert wb.shape == (4,) and (y * ((X + 5.0) @ wb[:3] + wb[3]) >= 1 - 1e-9).all()
+    assert (
+        cn.separating_weights(np.array([[0.0, 0], [0, 1], [1, 0], [1, 1]]), np.array([-1, 1, 1, -1]), False)
+        is None
+    )
+
+
 def test_max_margin_matches_sklearn_svm():
     X = np.vstack([rng.normal(-2, 0.7, size=(25, 2)), rng.normal(2, 0.7, size=(25, 2))])
     y = np.repeat([-1, 1], 25)
