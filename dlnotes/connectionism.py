@@ -346,6 +346,10 @@ def hopfield_run(x0, W, b=None, mode: str = "async", max_sweeps: int = 100, rng=
     """
     W = _weights(W)
     n = len(W)
+    if not np.allclose(W, W.T) or np.any(np.diag(W) != 0):
+        raise ValueError(
+            "W must be symmetric with zero diagonal: only then do the dynamics descend the energy"
+        )
     x = _spins(x0, n, "x0").copy()
     if x.ndim != 1:
         raise ValueError(f"x0 must be a single state of shape ({n},), got {x.shape}")
@@ -365,10 +369,12 @@ def hopfield_run(x0, W, b=None, mode: str = "async", max_sweeps: int = 100, rng=
         else:
             changed = False
             for i in rng.permutation(n):
-                x_i = sgn(W[i] @ x - b[i])
+                field = W[i] @ x - b[i]
+                x_i = sgn(field)
+                # E changes by -(x_i' - x_i)(h_i - b_i) <= 0 when only unit i flips (w_ii = 0)
+                energies.append(energies[-1] - (x_i - x[i]) * field)
                 changed |= x_i != x[i]
                 x[i] = x_i
-                energies.append(float(hopfield_energy(x, W, b)))
         if not changed:
             break
     return x, np.array(energies)

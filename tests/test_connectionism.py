@@ -280,6 +280,7 @@ def test_async_dynamics_descend_the_energy_to_a_fixed_point():
     b = rng.normal(size=n)
     x, energies = cn.hopfield_run(random_patterns(1, n)[0], W, b, rng=0)
     assert (np.diff(energies) <= 1e-12).all()
+    assert np.isclose(energies[-1], cn.hopfield_energy(x, W, b))
     assert cn.hopfield_is_fixed_point(x, W, b)
 
 
@@ -299,6 +300,8 @@ def test_hopfield_run_rejects_bad_arguments():
         cn.hopfield_run(np.ones(7), W)
     with pytest.raises(ValueError, match="max_sweeps"):
         cn.hopfield_run(np.ones(8), W, max_sweeps=0)
+    with pytest.raises(ValueError, match="zero diagonal"):
+        cn.hopfield_run(np.ones(8), np.eye(8))
 
 
 def test_crosstalk_matches_its_definition():
