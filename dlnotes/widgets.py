@@ -71,7 +71,7 @@ def perceptron_vs_max_margin() -> widgets.VBox:
         c = separation / 2
         X, labels = make_blobs(n_samples=60, centers=[(-c, -c), (c, c)], cluster_std=0.8, random_state=0)
         y = 2 * labels - 1
-        fig, ax = plt.subplots(figsize=(5.5, 4.5))
+        fig, ax = plt.subplots(figsize=(7.5, 4.5))
         ax.scatter(*X[y < 0].T, marker="o", label="y = -1")
         ax.scatter(*X[y > 0].T, marker="s", label="y = +1")
         grid = np.linspace(X.min() - 1, X.max() + 1, 2)
@@ -85,7 +85,7 @@ def perceptron_vs_max_margin() -> widgets.VBox:
         for (w, b), style, name in (((w_p, b_p), "--", "perceptron"), ((w_mm, b_mm), "-", "max margin")):
             gamma = geometric_margin(w, b, X, y)
             ax.plot(grid, -(w[0] * grid + b) / w[1], "k" + style, label=f"{name}: γ = {gamma:.2f}")
-        ax.legend(loc="upper left", fontsize=9)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=9)
         ax.set_title(f"separation {separation:.1f}")
         return fig
 

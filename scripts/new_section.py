@@ -17,9 +17,8 @@ import nbformat
 REPOSITORY = "https://github.com/dlnotes/dlnotes"
 
 SETUP_CELL = f"""\
-# Setup (the same in every notebook): install dlnotes where it is missing (e.g. on Colab),
-# then seed every random generator (environment variable DLNOTES_SEED, default 0)
-# and apply the book's figure style.
+# Setup, the same in every notebook: install dlnotes if missing (e.g. on Colab),
+# seed all random generators (DLNOTES_SEED, default 0), set the figure style.
 try:
     import dlnotes
 except ImportError:
@@ -28,6 +27,7 @@ except ImportError:
 
 SEED = dlnotes.seed_everything()
 dlnotes.use_style()"""
+SETUP_METADATA = {"tags": ["hide-input"]}  # folded away on the website
 
 SKELETON = [
     ("markdown", "# {title}\n\n**You will learn** ...\n\n**Prerequisites** ..."),
@@ -45,7 +45,7 @@ def new_section(path: Path, title: str) -> None:
     cells = [
         nbformat.v4.new_markdown_cell(text.format(title=title))
         if kind == "markdown"
-        else nbformat.v4.new_code_cell(text)
+        else nbformat.v4.new_code_cell(text, metadata=SETUP_METADATA if text == SETUP_CELL else {})
         for kind, text in SKELETON
     ]
     nb = nbformat.v4.new_notebook(cells=cells, metadata=KERNEL_METADATA)

@@ -1,12 +1,34 @@
-"""Shared test settings: a non-interactive matplotlib backend and the repository root."""
+"""Shared test settings: a non-interactive matplotlib backend, the repository root, the built book."""
 
 import os
+import subprocess
 from pathlib import Path
 
-os.environ.setdefault("MPLBACKEND", "Agg")
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")  # this process only: kernels started by the tests keep the inline backend
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMES = ROOT / "_build" / "notebook_times.txt"
+HTML = ROOT / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def book():
+    """Build the book from scratch, as CI and a new reader do: the execution cache does not
+    notice edits to dlnotes. Shared by the build tests and the browser tests."""
+    env = {name: value for name, value in os.environ.items() if name != "MPLBACKEND"}  # figures must show
+    subprocess.run(["jupyter-book", "clean", "--all", str(ROOT)], check=True, capture_output=True)
+    result = subprocess.run(
+        ["jupyter-book", "build", "-W", "--keep-going", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    return HTML
 
 
 def pytest_terminal_summary(terminalreporter):

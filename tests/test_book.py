@@ -4,8 +4,9 @@ import pickle
 import subprocess
 
 import pytest
-from conftest import ROOT, TIMES
 from myst_nb.sphinx_ import NbMetadataCollector
+
+from conftest import ROOT, TIMES
 from test_hygiene import NOTEBOOKS, toc_files
 
 BUDGET_SECONDS = 60
@@ -49,6 +50,10 @@ def test_every_notebook_ran_within_its_budget(book):
 def test_executed_pages_show_their_checks_and_widget_figures(book, path):
     page = (HTML / path.relative_to(ROOT).with_suffix(".html")).read_text()
     assert "✔ [" in page, "no check output on the built page"
+    shown = path.read_text().count("plt.show()")
+    assert page.count('src="../../_images/') >= shown, (
+        f"{shown} figures shown in the notebook, fewer on the page"
+    )
     assert "AssertionError" not in page and "Traceback" not in page
     if "dlnotes.widgets." in path.read_text():
         assert "application/vnd.jupyter.widget-state+json" in page, "widget state was not saved"

@@ -6,6 +6,7 @@ import re
 import nbformat
 import pytest
 import yaml
+
 from conftest import ROOT
 
 NOTEBOOKS = sorted(p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
@@ -74,6 +75,7 @@ def test_notebook_starts_with_title_and_the_shared_setup_cell(path):
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
     first_code = next(cell for cell in nb.cells if cell.cell_type == "code")
     assert first_code.source == new_section.SETUP_CELL, "copy the setup cell from scripts/new_section.py"
+    assert first_code.metadata.get("tags") == new_section.SETUP_METADATA["tags"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -91,5 +93,13 @@ def test_new_section_creates_a_notebook_that_passes_the_anatomy_tests(tmp_path):
     new_section.new_section(path, "Demo")
     nb = nbformat.read(path, as_version=4)
     assert nb.cells[1].source == new_section.SETUP_CELL and nb.cells[0].source.startswith("# Demo")
+    assert nb.cells[1].metadata["tags"] == ["hide-input"]
     with pytest.raises(FileExistsError):
         new_section.new_section(path, "Demo")
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"```bash\n(.+?)\n```", readme)
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in commands and ci.endswith("&& pytest")

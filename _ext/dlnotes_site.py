@@ -1,0 +1,167 @@
+"""Sphinx extension of the book: offline scripts and the concept map.
+
+* MathJax and the ipywidgets renderer come from npm (``npm ci``, pinned in package-lock.json)
+  and are copied into ``_build/html/_vendor/`` after the build, outside ``_static/``, so the
+  website needs no CDN. ``_config.yml`` points ``mathjax_path`` and ``nb_ipywidgets_js`` there.
+* The ``{concept-map}`` directive renders, from ``concepts.yml`` and the notebooks, every concept
+  with the sections whose ``check("CC.NN", ...)`` tests it and the dlnotes functions involved.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+from sphinx.util.docutils import SphinxDirective
+
+VENDOR = {  # destination under _build/html/_vendor  <-  source under node_modules
+    "mathjax/tex-svg-full.js": "mathjax/es5/tex-svg-full.js",
+    "html-manager": "@jupyter-widgets/html-manager/dist",
+}
+COMPAT = Path(__file__).with_name("mathjax2-compat.js")  # ours: the widget renderer speaks MathJax 2
+CHECK = re.compile(r"""\bcheck\(\s*["'](\d\d\.\d\d)["']""")
+SETUP_NAMES = {"check", "seed_everything", "use_style"}
+
+
+# ----------------------------------------------------------------------------- offline assets
+
+
+def _node_modules(app: Sphinx) -> Path:
+    return Path(app.srcdir) / "node_modules"
+
+
+def check_vendor(app: Sphinx) -> None:
+    missing = [src for src in VENDOR.values() if not (_node_modules(app) / src).exists()]
+    if missing:
+        raise ExtensionError(
+            f"missing {', '.join(missing)} under node_modules/: run `npm ci` before building"
+        )
+
+
+def copy_vendor(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    for dest, src in VENDOR.items():
+        source, target = _node_modules(app) / src, Path(app.outdir) / "_vendor" / dest
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.map"))
+        else:
+            shutil.copy2(source, target)
+    shutil.copy2(COMPAT, Path(app.outdir) / "_vendor" / COMPAT.name)
+
+
+def drop_thebe(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Remove sphinx-thebe's scripts: the book has no live-code button, and Jupyter Book adds
+    thebe's configuration twice, which raises 'THEBE_JS_URL has already been declared'."""
+    if "script_files" in context:
+        context["script_files"] = [
+            js
+            for js in context["script_files"]
+            if "thebe" not in f"{js.filename} {js.attributes.get('body', '')}".lower()
+        ]
+
+
+# ----------------------------------------------------------------------------- concept map
+
+
+def _dlnotes_names(tree: ast.AST, imported: dict[str, str]) -> set[str]:
+    """Qualified dlnotes names used in a cell: imported names, and dotted ``dlnotes.x.y`` chains."""
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dlnotes"):
+            for alias in node.names:
+                imported[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Name) and node.id in imported and node.id not in SETUP_NAMES:
+            used.add(imported[node.id])
+        elif isinstance(node, ast.Attribute):
+            chain = ast.unparse(node)
+            if re.fullmatch(r"dlnotes(\.\w+){2}", chain):
+                used.add(chain)
+    return used
+
+
+def concept_checks(root: Path) -> dict[str, dict[str, set[str]]]:
+    """For every concept id checked in a notebook under ``chapters/``: docname -> the dlnotes names used
+    in the cells of the same section (since the last heading or check) up to the cell with the check."""
+    found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for path in sorted((root / "chapters").rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        docname = path.relative_to(root).with_suffix("").as_posix()
+        imported: dict[str, str] = {}
+        used: set[str] = set()
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            source = "".join(cell["source"])
+            if cell["cell_type"] == "markdown":
+                if re.search(r"^#+ ", source, re.M):
+                    used = set()
+                continue
+            code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+            try:
+                used |= _dlnotes_names(ast.parse(code), imported)
+            except SyntaxError:
+                pass
+            ids = CHECK.findall(source)
+            for cid in ids:
+                found[cid][docname] |= used
+            if ids:
+                used = set()
+    return found
+
+
+def _title(root: Path, docname: str) -> str:
+    """A notebook's title up to its first colon, e.g. '1.4 Cover's theorem'."""
+    cells = json.loads((root / f"{docname}.ipynb").read_text(encoding="utf-8"))["cells"]
+    return "".join(cells[0]["source"]).splitlines()[0].lstrip("# ").split(":")[0]
+
+
+def _chapter_captions(root: Path) -> dict[str, str]:
+    """Chapter index docname -> its part's caption in _toc.yml, e.g. '1 · Connectionism'."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    return {part["chapters"][0]["file"]: part["caption"] for part in toc["parts"]}
+
+
+def concept_names(root: Path) -> dict[str, str]:
+    return {str(k): v for k, v in yaml.safe_load((root / "concepts.yml").read_text(encoding="utf-8")).items()}
+
+
+class ConceptMap(SphinxDirective):
+    """``{concept-map}``: one table per chapter of concept id, name, sections and dlnotes functions."""
+
+    def run(self):
+        root = Path(self.env.srcdir)
+        self.env.note_dependency(str(root / "concepts.yml"))
+        for path in (root / "chapters").rglob("*.ipynb"):
+            self.env.note_dependency(str(path))
+        names, checks, captions = concept_names(root), concept_checks(root), _chapter_captions(root)
+        lines = []
+        for chapter in sorted({cid[:2] for cid in names}):
+            (index,) = (root / "chapters").glob(f"{chapter}_*/index.md")
+            docname = index.relative_to(root).with_suffix("").as_posix()
+            lines += ["", f"**{{doc}}`{captions.get(docname, docname)} </{docname}>`**", ""]
+            lines += ["| id | concept | checked in | functions of `dlnotes` |", "|---|---|---|---|"]
+            for cid in sorted(c for c in names if c.startswith(chapter)):
+                docs = checks.get(cid, {})
+                sections = ", ".join(f"{{doc}}`{_title(root, doc)} </{doc}>`" for doc in sorted(docs))
+                functions = ", ".join(
+                    f"`{f.removeprefix('dlnotes.')}`" for f in sorted(set().union(*docs.values()))
+                )
+                lines.append(f"| {cid} | {names[cid]} | {sections} | {functions} |")
+        return self.parse_text_to_nodes("\n".join(lines))
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("builder-inited", check_vendor)
+    app.connect("build-finished", copy_vendor)
+    app.connect("html-page-context", drop_thebe)
+    app.add_js_file(f"../_vendor/{COMPAT.name}", priority=200)  # before MathJax (500)
+    app.add_directive("concept-map", ConceptMap)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

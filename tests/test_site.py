@@ -1,0 +1,174 @@
+"""The built website in a real browser: Debian's Chromium, driven by Playwright, with no network.
+
+Every page is opened over localhost and the main pages also straight from disk (file://). A page
+passes when it loads, all its maths is typeset by the site's own MathJax, every image has a size,
+every widget shows its saved view, nothing logs a JavaScript error, and no request leaves the machine.
+"""
+
+import errno
+import functools
+import http.server
+import shutil
+import socket
+import subprocess
+import threading
+from urllib.parse import urlparse
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from conftest import ROOT
+from test_hygiene import toc_files
+
+pytestmark = pytest.mark.browser
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+PAGES = toc_files()
+FROM_DISK = [
+    "intro",
+    "chapters/01_connectionism/02_perceptron",
+    "chapters/01_connectionism/04_hopfield",
+    "concept_map",
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+# Runs in the page once MathJax and the widgets are done: what a reader would see as broken.
+INSPECT = """() => {
+  const skip = "pre, code, script, style, textarea, mjx-container, .highlight";
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const raw = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.parentElement.closest(skip)) continue;
+    const text = node.textContent;
+    if (/\\\\\\(|\\\\\\[|\\$\\$|\\$[^$\\s][^$]*\\$/.test(text)) raw.push(text.trim().slice(0, 80));
+  }
+  const math = [...document.querySelectorAll(".math")];
+  const views = [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')];
+  return {
+    raw_math: raw,
+    untypeset: math.filter((m) => !m.querySelector("mjx-container")).map((m) => m.textContent.slice(0, 80)),
+    typeset: document.querySelectorAll("mjx-container").length,
+    broken_images: [...document.images].filter((i) => !i.complete || i.naturalWidth === 0).map((i) => i.src),
+    images: document.images.length,
+    widgets: views.length,
+    empty_widgets: views.filter((v) => {
+      const area = v.parentElement.querySelector(".jupyter-widgets");
+      return !area || area.getBoundingClientRect().height === 0;
+    }).length,
+  };
+}"""
+WIDGETS_RENDERED = """() => [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
+  .every((v) => v.parentElement.querySelector(".jupyter-widgets"))"""
+MATHJAX_DONE = """() => !window.MathJax || !window.MathJax.startup ? true
+  : window.MathJax.startup.promise.then(() => true)"""
+
+
+def ensure_loopback():
+    """In a network namespace made with `unshare -rn` the loopback interface starts down: bring it up."""
+    with socket.socket() as probe:
+        try:
+            probe.connect(("127.0.0.1", 9))
+        except OSError as error:
+            if error.errno == errno.ENETUNREACH:
+                subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(book):
+    ensure_loopback()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=book))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not shutil.which(CHROMIUM):
+        pytest.fail("Chromium is missing: apt-get install chromium (or deselect with -m 'not browser')")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def visit(browser, url: str, screenshot: str | None = None) -> dict:
+    """Open `url` in a fresh context; return what INSPECT found plus errors and outside requests."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    outside, errors = [], []
+
+    def route(request_route):
+        parsed = urlparse(request_route.request.url)
+        if parsed.scheme in ("http", "https", "ws", "wss") and parsed.hostname not in LOCAL_HOSTS:
+            outside.append(request_route.request.url)
+            request_route.abort()
+        else:
+            request_route.continue_()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url, wait_until="load")
+    page.evaluate(MATHJAX_DONE)
+    page.wait_for_function(WIDGETS_RENDERED, timeout=20_000)
+    page.wait_for_timeout(300)  # let the last widget views lay out
+    report = page.evaluate(INSPECT)
+    if screenshot:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / screenshot, full_page=True)
+    context.close()
+    return {**report, "errors": errors, "outside": outside}
+
+
+def assert_page_is_sound(report: dict):
+    assert report["errors"] == [], "JavaScript errors"
+    assert report["outside"] == [], "requests that leave the machine"
+    assert report["raw_math"] == [] and report["untypeset"] == [], "maths left untypeset"
+    assert report["broken_images"] == [], "images without a size"
+    assert report["empty_widgets"] == 0, "widgets that show nothing"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_over_localhost(server, browser, page):
+    report = visit(browser, f"{server}/{page}.html", screenshot=page.replace("/", "__") + ".png")
+    assert_page_is_sound(report)
+
+
+@pytest.mark.parametrize("page", FROM_DISK)
+def test_page_from_disk(book, browser, page):
+    assert_page_is_sound(visit(browser, (book / f"{page}.html").as_uri()))
+
+
+def test_a_chapter_page_really_has_maths_figures_and_widgets(server, browser):
+    report = visit(browser, f"{server}/chapters/01_connectionism/02_perceptron.html")
+    assert report["typeset"] > 50 and report["images"] >= 5 and report["widgets"] >= 2
+
+
+def test_the_inspection_catches_a_broken_page(server, browser, book, tmp_path):
+    """The checks above can fail: a page with raw maths, a missing image and an outside request."""
+    bad = book / "_broken_test_page.html"
+    bad.write_text(
+        '<html><body><p>raw $x^2$ here</p><img src="missing.png">'
+        '<script src="https://cdn.example.org/x.js"></script></body></html>'
+    )
+    try:
+        report = visit(browser, f"{server}/{bad.name}")
+    finally:
+        bad.unlink()
+    assert report["raw_math"] and report["broken_images"] and report["outside"]
