@@ -33,8 +33,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-PAGES = toc_files()
+PAGES = [*toc_files(), "search", "genindex"]
 FROM_DISK = [
+    "index",  # redirects to intro.html
     "intro",
     "chapters/01_connectionism/02_perceptron",
     "chapters/01_connectionism/04_hopfield",

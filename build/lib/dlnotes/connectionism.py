@@ -1,0 +1,438 @@
+"""Chapter 01 — connectionism: threshold units, the perceptron, Cover's theorem, Hopfield networks.
+
+Notation of the lecture: a threshold unit computes ``f[w, b](x) = sgn(w^T x + b)``
+with ``sgn(0) = +1``; data sets are ``X`` (s, n) with labels ``y`` in {-1, +1}^s;
+Hopfield states are ``x`` in {-1, +1}^n with weights ``W`` (n, n), thresholds ``b`` (n,).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from math import comb
+from typing import NamedTuple
+
+import numpy as np
+import scipy.optimize
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _matrix(X, name: str = "X") -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty 2-D array (s, n), got shape {X.shape}")
+    return X
+
+
+def _labels(y, s: int, name: str = "y") -> np.ndarray:
+    y = np.asarray(y)
+    if y.shape != (s,) or not np.isin(y, (-1, 1)).all():
+        raise ValueError(f"{name} must be an array of {s} labels in {{-1, +1}}, got shape {y.shape}")
+    return y.astype(np.float64)
+
+
+def _vector(v, n: int, name: str) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float64)
+    if v.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got {v.shape}")
+    return v
+
+
+def _spins(x, n: int | None = None, name: str = "x") -> np.ndarray:
+    x = np.asarray(x)
+    if x.ndim not in (1, 2) or (n is not None and x.shape[-1] != n) or not np.isin(x, (-1, 1)).all():
+        size = "n" if n is None else n
+        raise ValueError(
+            f"{name} must hold states in {{-1, +1}} of shape ({size},) or (m, {size}), got {x.shape}"
+        )
+    return x.astype(np.float64)
+
+
+def _weights(W) -> np.ndarray:
+    W = np.asarray(W, dtype=np.float64)
+    if W.ndim != 2 or W.shape[0] != W.shape[1]:
+        raise ValueError(f"W must be a square matrix (n, n), got shape {W.shape}")
+    return W
+
+
+# ----------------------------------------------------------------------------- 1.0 background
+
+
+def sgn(z) -> np.ndarray:
+    """The sign with ``sgn(0) = +1``, so a threshold unit never outputs 0 (unlike ``np.sign``)."""
+    z = np.asarray(z)
+    if not np.issubdtype(z.dtype, np.number) or np.issubdtype(z.dtype, np.complexfloating):
+        raise TypeError(f"z must be real numbers, got dtype {z.dtype}")
+    return np.where(z >= 0, 1, -1)
+
+
+def signed_distance(X, w, b: float) -> np.ndarray:
+    """Signed distance ``(w^T x + b) / ||w||`` of each row of `X` (s, n) to ``{x : w^T x + b = 0}``."""
+    X = _matrix(X)
+    w = _vector(w, X.shape[1], "w")
+    norm = np.linalg.norm(w)
+    if norm == 0:
+        raise ValueError("w must be non-zero: w = 0 defines no hyperplane")
+    return (X @ w + b) / norm
+
+
+def project_onto_hyperplane(X, w, b: float) -> np.ndarray:
+    """Orthogonal projection ``x - (w^T x + b) w / ||w||^2`` of each row of `X` onto ``w^T x + b = 0``."""
+    X = _matrix(X)
+    w = _vector(w, X.shape[1], "w")
+    return X - np.outer(signed_distance(X, w, b), w / np.linalg.norm(w))
+
+
+def in_general_position(X, tol: float = 1e-9) -> bool:
+    """True if every subset of at most n of the s points (rows of `X`, shape (s, n)) is linearly independent.
+
+    It suffices to test the subsets of size ``min(s, n)``: subsets of independent sets are independent.
+    """
+    X = _matrix(X)
+    s, n = X.shape
+    k = min(s, n)
+    return all(
+        np.linalg.matrix_rank(X[list(idx)], tol=tol) == k for idx in itertools.combinations(range(s), k)
+    )
+
+
+# ----------------------------------------------------------------------------- 1.1 history
+
+
+def mp_neuron(x, sigma, theta: float) -> np.ndarray:
+    """McCulloch–Pitts unit ``1{sigma^T x >= theta}`` for binary inputs `x` (n,) or (m, n), ``sigma`` in {-1,1}^n."""
+    sigma = np.asarray(sigma)
+    if sigma.ndim != 1 or not np.isin(sigma, (-1, 1)).all():
+        raise ValueError(f"sigma must be a 1-D array with entries in {{-1, +1}}, got {sigma!r}")
+    x = np.asarray(x)
+    if x.ndim not in (1, 2) or x.shape[-1] != len(sigma) or not np.isin(x, (0, 1)).all():
+        raise ValueError(
+            f"x must be binary (0/1) of shape ({len(sigma)},) or (m, {len(sigma)}), got {x.shape}"
+        )
+    return (x @ sigma >= theta).astype(np.int64)
+
+
+def delta_rule(W: np.ndarray, X: np.ndarray, T: np.ndarray, A: np.ndarray, eta: float) -> np.ndarray:
+    """Full-batch delta (LMS) rule ``W + eta * mean_k (t_k - a_k) x_k^T``."""
+    return W + eta * (T - A).T @ X / len(X)
+
+
+@dataclass
+class PDPNetwork:
+    """A parallel-distributed-processing model with one attribute per ingredient (Rumelhart et al., 1986).
+
+    Input units are clamped to the environment's patterns (with a constant bias unit appended);
+    output units receive ``net = W o`` and take the activation ``a = F(net)``.
+    """
+
+    W: np.ndarray  # 3. pattern of connectivity: W[j, i] is the weight from input unit i to output unit j
+    environment: tuple[np.ndarray, np.ndarray]  # 7. input patterns X (m, n_in) and targets T (m, n_out)
+    output_function: Callable = lambda a: a  # 2. what a unit sends on: o = f(a)
+    propagation_rule: Callable = lambda W, o: o @ W.T  # 4. net input of each unit
+    activation_function: Callable = lambda net: net  # 5. new activation a = F(net)
+    learning_rule: Callable = delta_rule  # 6. how experience changes the connectivity
+    activations: np.ndarray = field(init=False, default=None)  # 1. the units' activation states
+
+    def inputs(self) -> np.ndarray:
+        X, _ = self.environment
+        return np.hstack([X, np.ones((len(X), 1))])  # bias unit, always on
+
+    def forward(self) -> np.ndarray:
+        net = self.propagation_rule(self.W, self.output_function(self.inputs()))
+        self.activations = self.activation_function(net)
+        return self.activations
+
+    def squared_error(self) -> float:
+        return 0.5 * float(np.sum((self.environment[1] - self.forward()) ** 2))
+
+    def learn(self, eta: float) -> None:
+        A = self.forward()
+        self.W = self.learning_rule(self.W, self.inputs(), self.environment[1], A, eta)
+
+
+# ----------------------------------------------------------------------------- 1.2 perceptron
+
+
+def make_separable(n_points: int, dim: int, margin: float, seed: int | None = None):
+    """Gaussian points in R^dim labelled by a random unit ``w_star``, keeping only ``|w_star^T x| >= margin``.
+
+    Returns ``(X, y, w_star)`` with X (n_points, dim), y in {-1,+1}: separable through the origin
+    with margin at least `margin`.
+    """
+    if not isinstance(n_points, int) or n_points < 1:
+        raise ValueError(f"n_points must be a positive int, got {n_points!r}")
+    if not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim must be a positive int, got {dim!r}")
+    if not 0 <= margin < 2:
+        raise ValueError(f"margin must lie in [0, 2) (distance in units of the data's std), got {margin!r}")
+    rng = np.random.default_rng(seed)
+    w_star = rng.normal(size=dim)
+    w_star /= np.linalg.norm(w_star)
+    X = np.empty((0, dim))
+    while len(X) < n_points:
+        Z = rng.normal(size=(2 * n_points, dim))
+        X = np.vstack([X, Z[np.abs(Z @ w_star) >= margin]])
+    X = X[:n_points]
+    return X, sgn(X @ w_star), w_star
+
+
+class PerceptronResult(NamedTuple):
+    w: np.ndarray
+    b: float
+    n_updates: int
+    history: dict  # "w": (n_updates+1, n) and "b": (n_updates+1,) after each update; "mistakes" per epoch
+
+
+def perceptron_train(X, y, max_epochs: int = 100, bias: bool = True, w0=None) -> PerceptronResult:
+    """Rosenblatt's perceptron: on a mistake ``sgn(w^T x + b) != y`` update ``w += y x``, ``b += y``.
+
+    Sweeps the data in order until an epoch without mistakes or `max_epochs`.
+    With ``bias=False`` the bias stays 0 (a homogeneous separator).
+    """
+    X = _matrix(X)
+    y = _labels(y, len(X))
+    if not isinstance(max_epochs, int) or max_epochs < 1:
+        raise ValueError(f"max_epochs must be a positive int, got {max_epochs!r}")
+    w = np.zeros(X.shape[1]) if w0 is None else _vector(w0, X.shape[1], "w0").copy()
+    b = 0.0
+    ws, bs, mistakes = [w.copy()], [b], []
+    for _ in range(max_epochs):
+        n_mistakes = 0
+        for x_i, y_i in zip(X, y, strict=True):
+            if sgn(w @ x_i + b) != y_i:
+                w += y_i * x_i
+                b += y_i if bias else 0.0
+                ws.append(w.copy())
+                bs.append(b)
+                n_mistakes += 1
+        mistakes.append(n_mistakes)
+        if n_mistakes == 0:
+            break
+    history = {"w": np.array(ws), "b": np.array(bs), "mistakes": mistakes}
+    return PerceptronResult(w, b, len(ws) - 1, history)
+
+
+def geometric_margin(w, b: float, X, y) -> float:
+    """Margin of the data set, ``min_i y_i (w^T x_i + b) / ||w||``; positive iff (w, b) separates it."""
+    X = _matrix(X)
+    y = _labels(y, len(X))
+    return float(np.min(y * signed_distance(X, w, b)))
+
+
+def separating_weights(X, y, homogeneous: bool = True) -> np.ndarray | None:
+    """Weights with ``y_i (w^T x_i + b) >= 1`` for all i, found by linear programming, or None if none exist.
+
+    Returns w (n,) with ``homogeneous=True`` (hyperplanes through the origin), else ``(w, b)`` stacked (n+1,).
+    Strict separability ``y_i (w^T x_i + b) > 0`` is equivalent: rescale w until the smallest value is 1.
+    """
+    X = _matrix(X)
+    y = _labels(y, len(X))
+    if not homogeneous:
+        X = np.hstack([X, np.ones((len(X), 1))])
+    res = scipy.optimize.linprog(
+        np.zeros(X.shape[1]),
+        A_ub=-(y[:, None] * X),
+        b_ub=-np.ones(len(X)),
+        bounds=(None, None),
+        method="highs",
+    )
+    if res.status not in (0, 2):
+        raise RuntimeError(f"linprog failed: {res.message}")
+    return res.x if res.status == 0 else None
+
+
+def is_linearly_separable(X, y, homogeneous: bool = True) -> bool:
+    """Is there (w, b) with ``y_i (w^T x_i + b) > 0`` for all i? ``homogeneous=True`` fixes ``b = 0``."""
+    return separating_weights(X, y, homogeneous) is not None
+
+
+def max_margin_classifier(X, y) -> tuple[np.ndarray, float]:
+    """Hard-margin SVM: ``min ||w||^2 / 2`` s.t. ``y_i (w^T x_i + b) >= 1``; its margin is ``1/||w||``."""
+    X = _matrix(X)
+    y = _labels(y, len(X))
+    if not is_linearly_separable(X, y, homogeneous=False):
+        raise ValueError("X, y must be linearly separable for a hard-margin classifier")
+    n = X.shape[1]
+    Xb = np.hstack([X, np.ones((len(X), 1))])
+    res = scipy.optimize.minimize(
+        lambda v: 0.5 * v[:n] @ v[:n],
+        x0=np.zeros(n + 1),
+        jac=lambda v: np.append(v[:n], 0.0),
+        constraints={"type": "ineq", "fun": lambda v: y * (Xb @ v) - 1, "jac": lambda v: y[:, None] * Xb},
+        method="SLSQP",
+        options={"ftol": 1e-12, "maxiter": 500},
+    )
+    if not res.success:
+        raise RuntimeError(f"SLSQP did not converge: {res.message}")
+    return res.x[:n], float(res.x[n])
+
+
+def version_space_fraction(X, y, n_angles: int = 3600) -> float:
+    """Fraction of unit vectors ``w = (cos t, sin t)`` on a grid of angles with ``y_i w^T x_i > 0`` for all i (2-D, b = 0)."""
+    X = _matrix(X)
+    y = _labels(y, len(X))
+    if X.shape[1] != 2:
+        raise ValueError(f"X must be 2-D data of shape (s, 2), got {X.shape}")
+    t = np.linspace(0, 2 * np.pi, n_angles, endpoint=False)
+    W = np.stack([np.cos(t), np.sin(t)], axis=1)
+    return float(np.mean(np.all(y * (W @ X.T) > 0, axis=1)))
+
+
+# ----------------------------------------------------------------------------- 1.4 Cover's theorem
+
+
+def cover_count(s: int, n: int) -> int:
+    """Cover's function count ``C(s, n) = 2 sum_{i=0}^{n-1} binom(s-1, i)``.
+
+    The number of dichotomies of s >= 1 points in general position in R^n that a hyperplane through
+    the origin realises; ``C(s, 0) = 0``, so that ``C(s+1, n) = C(s, n) + C(s, n-1)`` holds for all n >= 1.
+    """
+    for name, v, low in (("s", s, 1), ("n", n, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    return 2 * sum(comb(int(s) - 1, i) for i in range(int(n)))
+
+
+def count_dichotomies_bruteforce(X, homogeneous: bool = True) -> int:
+    """Count the labelings y in {-1,+1}^s of the rows of `X` that are linearly separable, by LP.
+
+    y is separable iff -y is, so only labelings with ``y_0 = +1`` are solved and the count doubled.
+    """
+    X = _matrix(X)
+    count = 0
+    for rest in itertools.product((-1, 1), repeat=len(X) - 1):
+        count += is_linearly_separable(X, np.array((1, *rest)), homogeneous=homogeneous)
+    return 2 * count
+
+
+# ----------------------------------------------------------------------------- 1.5 Hopfield networks
+
+
+def hopfield_hebbian(patterns) -> np.ndarray:
+    """Hebbian weights ``W = (1/n) (sum_t x^t x^t^T - s I)``: outer products with the diagonal set to 0."""
+    P = _spins(patterns, name="patterns")
+    P = np.atleast_2d(P)
+    s, n = P.shape
+    return (P.T @ P - s * np.eye(n)) / n
+
+
+def hopfield_energy(x, W, b=None) -> np.ndarray:
+    """Energy ``E(x) = -1/2 x^T W x + b^T x`` of a state (n,) or of each row of a batch (m, n)."""
+    W = _weights(W)
+    n = len(W)
+    x = _spins(x, n)
+    b = np.zeros(n) if b is None else _vector(b, n, "b")
+    return -0.5 * np.einsum("...i,ij,...j->...", x, W, x) + x @ b
+
+
+def hopfield_is_fixed_point(x, W, b=None) -> np.ndarray:
+    """True where ``sgn(W x - b) = x``: the state (or each row of a batch) is stable under every update."""
+    W = _weights(W)
+    n = len(W)
+    x = _spins(x, n)
+    b = np.zeros(n) if b is None else _vector(b, n, "b")
+    return np.all(sgn(x @ W.T - b) == x, axis=-1)
+
+
+def hopfield_run(x0, W, b=None, mode: str = "async", max_sweeps: int = 100, rng=None):
+    """Run Hopfield dynamics from `x0` (n,) until a fixed point or `max_sweeps`; return ``(x, energies)``.
+
+    ``mode="async"``: one unit at a time, in a random order each sweep, ``x_i <- sgn(sum_j w_ij x_j - b_i)``;
+    `energies` holds E after every single-unit update (never increasing).
+    ``mode="sync"``: all units at once, ``x <- sgn(W x - b)``; `energies` holds E after every step
+    (can oscillate in a 2-cycle).
+    """
+    W = _weights(W)
+    n = len(W)
+    if not np.allclose(W, W.T) or np.any(np.diag(W) != 0):
+        raise ValueError(
+            "W must be symmetric with zero diagonal: only then do the dynamics descend the energy"
+        )
+    x = _spins(x0, n, "x0").copy()
+    if x.ndim != 1:
+        raise ValueError(f"x0 must be a single state of shape ({n},), got {x.shape}")
+    b = np.zeros(n) if b is None else _vector(b, n, "b")
+    if mode not in ("async", "sync"):
+        raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
+    if not isinstance(max_sweeps, int) or max_sweeps < 1:
+        raise ValueError(f"max_sweeps must be a positive int, got {max_sweeps!r}")
+    rng = np.random.default_rng(rng)
+    energies = [float(hopfield_energy(x, W, b))]
+    for _ in range(max_sweeps):
+        if mode == "sync":
+            x_new = sgn(W @ x - b).astype(np.float64)
+            changed = not np.array_equal(x_new, x)
+            x = x_new
+            energies.append(float(hopfield_energy(x, W, b)))
+        else:
+            changed = False
+            for i in rng.permutation(n):
+                field = W[i] @ x - b[i]
+                x_i = sgn(field)
+                # E changes by -(x_i' - x_i)(h_i - b_i) <= 0 when only unit i flips (w_ii = 0)
+                energies.append(energies[-1] - (x_i - x[i]) * field)
+                changed |= x_i != x[i]
+                x[i] = x_i
+        if not changed:
+            break
+    return x, np.array(energies)
+
+
+def crosstalk(patterns) -> np.ndarray:
+    """Cross-talk ``C^t_i = (1/n) sum_{j != i} sum_{r != t} x^r_i x^r_j x^t_j`` of stored patterns (s, n).
+
+    With Hebbian weights, ``W x^t = (1 - 1/n) x^t + C^t``. Computed through the overlaps
+    ``G = P P^T``: ``C^t = (1/n) (sum_{r != t} G_rt x^r - (s - 1) x^t)``.
+    """
+    P = np.atleast_2d(_spins(patterns, name="patterns"))
+    s, n = P.shape
+    G = P @ P.T
+    np.fill_diagonal(G, 0.0)
+    return (G @ P - (s - 1) * P) / n
+
+
+def flip_bits(x, n_flips: int, rng=None) -> np.ndarray:
+    """A copy of the state `x` (n,) with `n_flips` distinct, randomly chosen units flipped."""
+    x = _spins(x)
+    if x.ndim != 1:
+        raise ValueError(f"x must be a single state (n,), got shape {x.shape}")
+    if not isinstance(n_flips, (int, np.integer)) or not 0 <= n_flips <= len(x):
+        raise ValueError(f"n_flips must be an int in [0, {len(x)}], got {n_flips!r}")
+    rng = np.random.default_rng(rng)
+    x = x.copy()
+    x[rng.choice(len(x), size=int(n_flips), replace=False)] *= -1
+    return x
+
+
+def recall_rate(patterns, n_flips: int, n_trials: int = 100, rng=None) -> float:
+    """Fraction of trials in which a Hebbian network, started from a stored pattern with `n_flips`
+    flipped units, runs (asynchronously) back to exactly that pattern. Trials cycle over the patterns."""
+    P = np.atleast_2d(_spins(patterns, name="patterns"))
+    if not isinstance(n_trials, int) or n_trials < 1:
+        raise ValueError(f"n_trials must be a positive int, got {n_trials!r}")
+    rng = np.random.default_rng(rng)
+    W = hopfield_hebbian(P)
+    hits = 0
+    for trial in range(n_trials):
+        target = P[trial % len(P)]
+        x, _ = hopfield_run(flip_bits(target, n_flips, rng), W, rng=rng)
+        hits += np.array_equal(x, target)
+    return hits / n_trials
+
+
+def digit_prototypes(digits=(0, 1, 7)) -> np.ndarray:
+    """Binary (+-1) 8×8 prototypes (len(digits), 64) of hand-written digits for a Hopfield network.
+
+    Each prototype is the class mean image, binarised against the mean of that pixel over the
+    whole data set: this removes the background that all digits share, so the patterns overlap little.
+    """
+    from .data import load_digits
+
+    images, labels = load_digits()
+    digits = list(digits)
+    if not digits or not set(digits) <= set(range(10)) or len(set(digits)) != len(digits):
+        raise ValueError(f"digits must be distinct integers in 0..9, got {digits!r}")
+    X = images.reshape(len(images), -1)
+    return np.array([sgn(X[labels == d].mean(axis=0) - X.mean(axis=0)) for d in digits], dtype=np.float64)

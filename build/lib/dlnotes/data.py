@@ -1,0 +1,72 @@
+"""Offline data sets: the only module that knows where the book's data lives.
+
+Nothing is downloaded, ever. The shipped files are made once by the scripts
+in ``scripts/`` and installed with the package (``dlnotes/datafiles/``).
+
+============================  ==============================================  ================  ===============
+loader                        source                                          licence           size
+============================  ==============================================  ================  ===============
+``load_digits``               scikit-learn's copy of the UCI optical digits   CC BY 4.0         1797 × 8×8
+``load_fashion_mnist``        Zalando's Fashion-MNIST, Debian                 MIT               20 000 train +
+                              ``dataset-fashion-mnist``, balanced subset                        4 000 test 28×28
+``load_novel``                Jane Austen, *Pride and Prejudice* (1813),      public domain     ≈ 0.7 MB text
+                              Debian ``r-cran-janeaustenr``
+``load_karate_club``          Zachary's karate club, ``networkx``             public            34 nodes
+============================  ==============================================  ================  ===============
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import networkx as nx
+import numpy as np
+import sklearn.datasets
+
+FASHION_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
+
+
+def _datafile(name: str):
+    return resources.files("dlnotes") / "datafiles" / name
+
+
+def load_digits() -> tuple[np.ndarray, np.ndarray]:
+    """The 8×8 hand-written digits: images (1797, 8, 8) with grey levels 0..16, labels (1797,)."""
+    digits = sklearn.datasets.load_digits()
+    return digits.images.astype(np.float64), digits.target.astype(np.int64)
+
+
+def load_fashion_mnist(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """A class-balanced subset of Fashion-MNIST: uint8 images (N, 28, 28) and labels (N,).
+
+    ``split="train"`` gives 20 000 images (2 000 per class), ``split="test"``
+    4 000 (400 per class), taken in file order from the official splits by
+    ``scripts/make_fashion_mnist.py``. Class names: ``FASHION_CLASSES``.
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    with _datafile("fashion_mnist_subset.npz").open("rb") as f, np.load(f) as arrays:
+        return arrays[f"X_{split}"], arrays[f"y_{split}"].astype(np.int64)
+
+
+def load_novel() -> str:
+    """Jane Austen's *Pride and Prejudice* as one string (lines joined by newlines)."""
+    return _datafile("pride_and_prejudice.txt").read_text(encoding="utf-8")
+
+
+def load_karate_club() -> tuple[nx.Graph, np.ndarray]:
+    """Zachary's karate club graph and its split: label 0 = 'Mr. Hi', 1 = 'Officer'."""
+    G = nx.karate_club_graph()
+    y = np.array([G.nodes[v]["club"] != "Mr. Hi" for v in G.nodes], dtype=np.int64)
+    return G, y

@@ -1,0 +1,62 @@
+"""One figure style for the whole book, and small figure helpers."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+
+STYLE = {
+    "figure.figsize": (6.4, 4.0),
+    "figure.dpi": 100,
+    "savefig.dpi": 100,
+    "savefig.bbox": "tight",
+    "font.size": 11,
+    "axes.titlesize": 12,
+    "axes.labelsize": 11,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+    "image.cmap": "viridis",
+    "axes.prop_cycle": mpl.cycler(
+        color=["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
+    ),  # Okabe–Ito: distinguishable with colour-blindness
+}
+
+
+def use_style() -> None:
+    """Apply the book's matplotlib style (called by every notebook's setup cell)."""
+    mpl.rcParams.update(STYLE)
+
+
+def figure_png(fig: mpl.figure.Figure) -> bytes:
+    """Render a figure to PNG bytes."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def show_images(images, titles=None, ncols: int = 8, size: float = 1.2, cmap: str = "gray_r"):
+    """Show a grid of grey-scale images ``images`` of shape (N, H, W); returns the figure."""
+    images = np.asarray(images)
+    if images.ndim != 3:
+        raise ValueError(f"images must have shape (N, H, W), got {images.shape}")
+    if titles is not None and len(titles) != len(images):
+        raise ValueError(f"titles must have one entry per image ({len(images)}), got {len(titles)}")
+    if not isinstance(ncols, int) or ncols < 1:
+        raise ValueError(f"ncols must be a positive int, got {ncols!r}")
+    n = len(images)
+    ncols = min(ncols, n)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols, size * nrows + 0.3 * (titles is not None)))
+    for k, ax in enumerate(np.atleast_1d(axes).ravel()):
+        ax.axis("off")
+        if k < n:
+            ax.imshow(images[k], cmap=cmap)
+            if titles is not None:
+                ax.set_title(str(titles[k]), fontsize=9)
+    return fig
