@@ -85,13 +85,15 @@ def fit(
     train_loader,
     epochs: int,
     val_loader=None,
+    scheduler=None,
     progress: bool = True,
 ) -> dict[str, list[float]]:
     """Train a classifier for `epochs` passes over `train_loader`.
 
     One step is the textbook one: forward, loss, ``zero_grad``, backward,
-    ``step``. Returns the history of the mean training loss per epoch and,
-    with `val_loader`, the validation accuracy per epoch.
+    ``step`` (then ``scheduler.step()``, if a learning-rate schedule is given:
+    it is advanced once per batch). Returns the history of the mean training
+    loss per epoch and, with `val_loader`, the validation accuracy per epoch.
     """
     if not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"epochs must be a positive int, got {epochs!r}")
@@ -109,6 +111,8 @@ def fit(
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
             loss_sum += loss.item() * len(y)
             total += len(y)
         history["train_loss"].append(loss_sum / total)

@@ -94,3 +94,20 @@ def test_fit_rejects_bad_epochs():
             loader,
             epochs=0,
         )
+
+
+def test_fit_steps_the_learning_rate_schedule_once_per_batch():
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 / (1 + step))
+    loader = make_loader(torch.randn(10, 2), torch.zeros(10, dtype=torch.long), batch_size=4)  # 3 batches
+    fit(
+        model,
+        torch.nn.functional.cross_entropy,
+        optimizer,
+        loader,
+        epochs=2,
+        scheduler=schedule,
+        progress=False,
+    )
+    assert np.isclose(optimizer.param_groups[0]["lr"], 1 / 7)
