@@ -81,12 +81,16 @@ def test_interactive_figure_rejects_bad_arguments():
         book_widgets.novikoff_bound,
         book_widgets.cover_phase_transition,
         book_widgets.hopfield_recall,
+        book_widgets.ridge_polynomial,
+        book_widgets.universal_approximation,
+        book_widgets.relu_regions,
+        book_widgets.activation_functions,
     ],
 )
 def test_chapter_widgets_show_a_default_figure_and_redraw(builder):
     box = builder()
     before = shown_png(box)
     assert before.startswith(PNG_MAGIC)
-    slider = box.children[0].children[0]
-    slider.value = slider.min
+    control = box.children[0].children[0]
+    control.value = control.options[0] if isinstance(control, widgets.Dropdown) else control.min
     assert shown_png(box) != before
