@@ -282,3 +282,98 @@ def activation_functions() -> widgets.VBox:
     return interactive_figure(
         draw, activation=widgets.Dropdown(options=list(ACTIVATION_DERIVATIVES), value="gelu")
     )
+
+
+# ----------------------------------------------------------------------------- chapter 03
+
+
+def _contours(ax, f, xlim, ylim, levels) -> None:
+    x, y = np.meshgrid(np.linspace(*xlim, 300), np.linspace(*ylim, 300))
+    z = np.array([f(np.array(p)) for p in np.stack([x.ravel(), y.ravel()], axis=1)]).reshape(x.shape)
+    ax.contour(x, y, z, levels=levels, colors="lightgrey", linewidths=0.8)
+    ax.set(xlim=xlim, ylim=ylim, xlabel=r"$\theta_1$", ylabel=r"$\theta_2$")
+
+
+def quadratic_gd() -> widgets.VBox:
+    """Gradient descent on ``x^T Q x / 2`` with condition number kappa: the zig-zag path over the contours (03.23)."""
+    from .optimization import gd, quadratic
+
+    def draw(kappa: float, eta_times_L: float) -> plt.Figure:
+        f, grad, _, L, _ = quadratic(kappa)
+        xs = gd(grad, np.array([1.0, 1.0 / np.sqrt(kappa)]) * 4, eta_times_L / L, 60)
+        fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 4))
+        _contours(ax, f, (-5, 5), (-5, 5), np.logspace(-2, 2, 15) * kappa / 10)
+        ax.plot(*xs.T, "o-", ms=3)
+        ax.set_title(rf"$\kappa = {kappa:.0f}$, $\eta = {eta_times_L:.2f}/L$")
+        ax_loss.semilogy([f(x) for x in xs])
+        ax_loss.set(xlabel="step $t$", ylabel=r"$f(\theta_t)$", title="stable iff $\\eta < 2/L$")
+        return fig
+
+    return interactive_figure(
+        draw,
+        kappa=widgets.FloatSlider(10.0, min=1.0, max=100.0, step=1.0),
+        eta_times_L=widgets.FloatSlider(1.8, min=0.1, max=2.1, step=0.05),
+    )
+
+
+def optimizer_race() -> widgets.VBox:
+    """GD, heavy ball, Nesterov and Adam on the Rosenbrock valley, with learning-rate and momentum sliders (03.29)."""
+    from .optimization import adam_step, gd, heavy_ball, nesterov, rosenbrock, rosenbrock_grad, run_optimizer
+
+    x0, steps = np.array([-1.5, 2.0]), 400
+
+    def draw(log10_lr: float, momentum: float) -> plt.Figure:
+        lr = 10.0**log10_lr
+        paths = {
+            "GD": gd(rosenbrock_grad, x0, lr, steps),
+            "heavy ball": heavy_ball(rosenbrock_grad, x0, lr, momentum, steps),
+            "Nesterov": nesterov(rosenbrock_grad, x0, lr, momentum, steps),
+            "Adam (lr x 100)": run_optimizer(
+                adam_step, rosenbrock_grad, x0, steps, lr=100 * lr, betas=(momentum, 0.999)
+            ),
+        }
+        fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 4))
+        _contours(ax, rosenbrock, (-2, 2), (-1, 3), np.logspace(-1, 3, 12))
+        ax.plot(1, 1, "k*", ms=12)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for name, xs in paths.items():
+                ax.plot(*xs.T, lw=1.2, label=name)
+                ax_loss.semilogy([rosenbrock(x) for x in xs], label=name)
+        ax.set_title(rf"lr $= 10^{{{log10_lr:.1f}}}$, momentum $= {momentum:.2f}$")
+        ax_loss.set(xlabel="step", ylabel="loss", ylim=(1e-6, 1e4), title=f"{steps} steps from (-1.5, 2)")
+        ax_loss.legend(fontsize=9)
+        return fig
+
+    return interactive_figure(
+        draw,
+        log10_lr=widgets.FloatSlider(-3.0, min=-4.0, max=-2.5, step=0.1),
+        momentum=widgets.FloatSlider(0.9, min=0.0, max=0.99, step=0.01),
+    )
+
+
+def robbins_monro() -> widgets.VBox:
+    """SGD on a noisy quadratic with steps ``alpha_t = t^-p`` against a constant step (03.34)."""
+    from .optimization import sgd
+
+    d, T = 200, 5000
+
+    def draw(p: float) -> plt.Figure:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for name, schedule in (
+            (f"$\\alpha_t = t^{{-{p:.2f}}}$", lambda t: t**-p),
+            ("constant 0.1", lambda t: 0.1),
+        ):
+            noise = np.random.default_rng(0)
+
+            def grad_i(theta, _idx, noise=noise):
+                return theta + noise.normal(
+                    size=theta.shape
+                )  # gradient of ||theta||^2 / 2 plus N(0, I) noise
+
+            xs = sgd(grad_i, 1, np.ones(d), schedule, T, rng=0)
+            ax.loglog(np.arange(1, T + 1), np.mean(xs[1:] ** 2, axis=1), label=name)
+        ax.set(xlabel="step $t$", ylabel=r"$\|\theta_t\|^2 / d$", title="Robbins–Monro needs 1/2 < p <= 1")
+        ax.legend()
+        return fig
+
+    return interactive_figure(draw, p=widgets.FloatSlider(1.0, min=0.3, max=1.5, step=0.05))

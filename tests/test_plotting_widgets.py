@@ -85,6 +85,9 @@ def test_interactive_figure_rejects_bad_arguments():
         book_widgets.universal_approximation,
         book_widgets.relu_regions,
         book_widgets.activation_functions,
+        book_widgets.quadratic_gd,
+        book_widgets.optimizer_race,
+        book_widgets.robbins_monro,
     ],
 )
 def test_chapter_widgets_show_a_default_figure_and_redraw(builder):
