@@ -7,6 +7,8 @@ in ``scripts/`` and installed with the package (``dlnotes/datafiles/``).
 loader                        source                                          licence           size
 ============================  ==============================================  ================  ===============
 ``load_digits``               scikit-learn's copy of the UCI optical digits   CC BY 4.0         1797 × 8×8
+``load_diabetes``             scikit-learn's copy of Efron et al.'s diabetes  public            442 × 10
+                              study (2004)
 ``load_fashion_mnist``        Zalando's Fashion-MNIST, Debian                 MIT               20 000 train +
                               ``dataset-fashion-mnist``, balanced subset                        4 000 test 28×28
 ``load_novel``                Jane Austen, *Pride and Prejudice* (1813),      public domain     ≈ 0.7 MB text
@@ -45,6 +47,13 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     """The 8×8 hand-written digits: images (1797, 8, 8) with grey levels 0..16, labels (1797,)."""
     digits = sklearn.datasets.load_digits()
     return digits.images.astype(np.float64), digits.target.astype(np.int64)
+
+
+def load_diabetes() -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Diabetes progression: ten standardised baseline variables (442, 10), the disease progression one
+    year later (442,), and the variables' names."""
+    data = sklearn.datasets.load_diabetes()
+    return data.data.astype(np.float64), data.target.astype(np.float64), list(data.feature_names)
 
 
 def load_fashion_mnist(split: str = "train") -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,14 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dlnotes.data import FASHION_CLASSES, load_digits, load_fashion_mnist, load_karate_club, load_novel
+from dlnotes.data import (
+    FASHION_CLASSES,
+    load_diabetes,
+    load_digits,
+    load_fashion_mnist,
+    load_karate_club,
+    load_novel,
+)
 
 
 def test_digits():
@@ -10,6 +17,12 @@ def test_digits():
     assert images.shape == (1797, 8, 8) and labels.shape == (1797,)
     assert images.min() == 0 and images.max() == 16
     assert set(labels) == set(range(10))
+
+
+def test_diabetes():
+    X, y, names = load_diabetes()
+    assert X.shape == (442, 10) and y.shape == (442,) and len(names) == 10 and "bmi" in names
+    assert np.allclose(X.mean(axis=0), 0, atol=1e-10)
 
 
 @pytest.mark.parametrize(("split", "per_class"), [("train", 2000), ("test", 400)])

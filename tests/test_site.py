@@ -35,7 +35,6 @@ CHROMIUM_ARGS = [
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 PAGES = [*toc_files(), "search", "genindex"]
 FROM_DISK = [
-    "index",  # redirects to intro.html
     "intro",
     "chapters/01_connectionism/02_perceptron",
     "chapters/01_connectionism/04_hopfield",
@@ -108,8 +107,9 @@ def browser():
         chromium.close()
 
 
-def visit(browser, url: str, screenshot: str | None = None) -> dict:
-    """Open `url` in a fresh context; return what INSPECT found plus errors and outside requests."""
+def visit(browser, url: str, screenshot: str | None = None, redirect_to: str | None = None) -> dict:
+    """Open `url` in a fresh context (and wait for its redirect to `redirect_to`, if given); return what
+    INSPECT found plus errors, outside requests and the final URL."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     outside, errors = [], []
 
@@ -126,6 +126,8 @@ def visit(browser, url: str, screenshot: str | None = None) -> dict:
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(url, wait_until="load")
+    if redirect_to:
+        page.wait_for_url(f"**/{redirect_to}", wait_until="load")
     page.evaluate(MATHJAX_DONE)
     page.wait_for_function(WIDGETS_RENDERED, timeout=20_000)
     page.wait_for_timeout(300)  # let the last widget views lay out
@@ -133,8 +135,9 @@ def visit(browser, url: str, screenshot: str | None = None) -> dict:
     if screenshot:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / screenshot, full_page=True)
+    final_url = page.url
     context.close()
-    return {**report, "errors": errors, "outside": outside}
+    return {**report, "errors": errors, "outside": outside, "url": final_url}
 
 
 def assert_page_is_sound(report: dict):
@@ -154,6 +157,13 @@ def test_page_over_localhost(server, browser, page):
 @pytest.mark.parametrize("page", FROM_DISK)
 def test_page_from_disk(book, browser, page):
     assert_page_is_sound(visit(browser, (book / f"{page}.html").as_uri()))
+
+
+def test_the_entry_point_opened_from_disk_leads_to_the_landing_page(book, browser):
+    report = visit(browser, (book / "index.html").as_uri(), redirect_to="intro.html")
+    assert report["url"].endswith("/intro.html")
+    assert_page_is_sound(report)
+    assert report["images"] >= 1  # the chapter map
 
 
 def test_a_chapter_page_really_has_maths_figures_and_widgets(server, browser):
