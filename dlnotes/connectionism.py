@@ -16,14 +16,9 @@ from typing import NamedTuple
 import numpy as np
 import scipy.optimize
 
+from .validation import as_matrix
+
 # ----------------------------------------------------------------------------- validation
-
-
-def _matrix(X, name: str = "X") -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[0] == 0:
-        raise ValueError(f"{name} must be a non-empty 2-D array (s, n), got shape {X.shape}")
-    return X
 
 
 def _labels(y, s: int, name: str = "y") -> np.ndarray:
@@ -70,7 +65,7 @@ def sgn(z) -> np.ndarray:
 
 def signed_distance(X, w, b: float) -> np.ndarray:
     """Signed distance ``(w^T x + b) / ||w||`` of each row of `X` (s, n) to ``{x : w^T x + b = 0}``."""
-    X = _matrix(X)
+    X = as_matrix(X)
     w = _vector(w, X.shape[1], "w")
     norm = np.linalg.norm(w)
     if norm == 0:
@@ -80,7 +75,7 @@ def signed_distance(X, w, b: float) -> np.ndarray:
 
 def project_onto_hyperplane(X, w, b: float) -> np.ndarray:
     """Orthogonal projection ``x - (w^T x + b) w / ||w||^2`` of each row of `X` onto ``w^T x + b = 0``."""
-    X = _matrix(X)
+    X = as_matrix(X)
     w = _vector(w, X.shape[1], "w")
     return X - np.outer(signed_distance(X, w, b), w / np.linalg.norm(w))
 
@@ -90,7 +85,7 @@ def in_general_position(X, tol: float = 1e-9) -> bool:
 
     It suffices to test the subsets of size ``min(s, n)``: subsets of independent sets are independent.
     """
-    X = _matrix(X)
+    X = as_matrix(X)
     s, n = X.shape
     k = min(s, n)
     return all(
@@ -191,7 +186,7 @@ def perceptron_train(X, y, max_epochs: int = 100, bias: bool = True, w0=None) ->
     Sweeps the data in order until an epoch without mistakes or `max_epochs`.
     With ``bias=False`` the bias stays 0 (a homogeneous separator).
     """
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _labels(y, len(X))
     if not isinstance(max_epochs, int) or max_epochs < 1:
         raise ValueError(f"max_epochs must be a positive int, got {max_epochs!r}")
@@ -216,7 +211,7 @@ def perceptron_train(X, y, max_epochs: int = 100, bias: bool = True, w0=None) ->
 
 def geometric_margin(w, b: float, X, y) -> float:
     """Margin of the data set, ``min_i y_i (w^T x_i + b) / ||w||``; positive iff (w, b) separates it."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _labels(y, len(X))
     return float(np.min(y * signed_distance(X, w, b)))
 
@@ -227,7 +222,7 @@ def separating_weights(X, y, homogeneous: bool = True) -> np.ndarray | None:
     Returns w (n,) with ``homogeneous=True`` (hyperplanes through the origin), else ``(w, b)`` stacked (n+1,).
     Strict separability ``y_i (w^T x_i + b) > 0`` is equivalent: rescale w until the smallest value is 1.
     """
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _labels(y, len(X))
     if not homogeneous:
         X = np.hstack([X, np.ones((len(X), 1))])
@@ -250,7 +245,7 @@ def is_linearly_separable(X, y, homogeneous: bool = True) -> bool:
 
 def max_margin_classifier(X, y) -> tuple[np.ndarray, float]:
     """Hard-margin SVM: ``min ||w||^2 / 2`` s.t. ``y_i (w^T x_i + b) >= 1``; its margin is ``1/||w||``."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _labels(y, len(X))
     if not is_linearly_separable(X, y, homogeneous=False):
         raise ValueError("X, y must be linearly separable for a hard-margin classifier")
@@ -271,7 +266,7 @@ def max_margin_classifier(X, y) -> tuple[np.ndarray, float]:
 
 def version_space_fraction(X, y, n_angles: int = 3600) -> float:
     """Fraction of unit vectors ``w = (cos t, sin t)`` on a grid of angles with ``y_i w^T x_i > 0`` for all i (2-D, b = 0)."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _labels(y, len(X))
     if X.shape[1] != 2:
         raise ValueError(f"X must be 2-D data of shape (s, 2), got {X.shape}")
@@ -300,7 +295,7 @@ def count_dichotomies_bruteforce(X, homogeneous: bool = True) -> int:
 
     y is separable iff -y is, so only labelings with ``y_0 = +1`` are solved and the count doubled.
     """
-    X = _matrix(X)
+    X = as_matrix(X)
     count = 0
     for rest in itertools.product((-1, 1), repeat=len(X) - 1):
         count += is_linearly_separable(X, np.array((1, *rest)), homogeneous=homogeneous)

@@ -16,14 +16,9 @@ import scipy.special
 import torch
 from torch import nn
 
+from .validation import as_matrix, positive, positive_int
+
 # ----------------------------------------------------------------------------- validation
-
-
-def _matrix(X, name: str = "X") -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.size == 0:
-        raise ValueError(f"{name} must be a non-empty 2-D array (s, n), got shape {X.shape}")
-    return X
 
 
 def _targets(y, s: int, name: str = "y") -> np.ndarray:
@@ -31,18 +26,6 @@ def _targets(y, s: int, name: str = "y") -> np.ndarray:
     if y.shape != (s,):
         raise ValueError(f"{name} must have shape ({s},) to match X, got {y.shape}")
     return y
-
-
-def _positive(value, name: str) -> float:
-    if not np.isscalar(value) or not value > 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def _steps(steps) -> int:
-    if not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
-    return int(steps)
 
 
 def _pmf(p, name: str) -> np.ndarray:
@@ -57,7 +40,7 @@ def _pmf(p, name: str) -> np.ndarray:
 
 def gaussian_pdf(X, mu, Sigma) -> np.ndarray:
     """Density ``N(x; mu, Sigma) = exp(-(x-mu)^T Sigma^{-1} (x-mu) / 2) / sqrt((2 pi)^d det Sigma)`` of each row of X."""
-    X = _matrix(X)
+    X = as_matrix(X)
     d = X.shape[1]
     mu, Sigma = np.asarray(mu, dtype=np.float64), np.asarray(Sigma, dtype=np.float64)
     if mu.shape != (d,) or Sigma.shape != (d, d):
@@ -69,7 +52,7 @@ def gaussian_pdf(X, mu, Sigma) -> np.ndarray:
 
 def gaussian_mle(X) -> tuple[np.ndarray, np.ndarray]:
     """Maximum-likelihood mean and (biased, 1/s) covariance of the rows of X."""
-    X = _matrix(X)
+    X = as_matrix(X)
     mu = X.mean(axis=0)
     return mu, (X - mu).T @ (X - mu) / len(X)
 
@@ -98,7 +81,7 @@ def kl(p, q) -> np.ndarray:
 
 def least_squares_loss(w, X, y) -> float:
     """``h[w] = ||X w - y||^2 / (2s)``."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _targets(y, len(X))
     r = X @ np.asarray(w, dtype=np.float64) - y
     return float(r @ r / (2 * len(X)))
@@ -106,7 +89,7 @@ def least_squares_loss(w, X, y) -> float:
 
 def least_squares_grad(w, X, y) -> np.ndarray:
     """Gradient ``X^T (X w - y) / s`` of the mean squared loss."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _targets(y, len(X))
     return X.T @ (X @ np.asarray(w, dtype=np.float64) - y) / len(X)
 
@@ -117,7 +100,7 @@ def lstsq_closed_form(X, y, ridge: float = 0.0) -> np.ndarray:
     ``ridge = 0``: least squares (X must have full column rank); ``ridge = lam > 0``: the minimiser of
     ``||X w - y||^2 / 2 + lam ||w||^2 / 2`` (for the ``1/(2s)`` loss pass ``s * lam``).
     """
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _targets(y, len(X))
     if not np.isscalar(ridge) or ridge < 0:
         raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
@@ -129,24 +112,24 @@ def lstsq_closed_form(X, y, ridge: float = 0.0) -> np.ndarray:
 
 def ridge_dual(X, y, lam: float) -> np.ndarray:
     """Ridge solution in the push-through ("dual") form ``X^T (X X^T + lam I)^{-1} y``."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _targets(y, len(X))
-    lam = _positive(lam, "lam")
+    lam = positive(lam, "lam")
     return X.T @ np.linalg.solve(X @ X.T + lam * np.eye(len(X)), y)
 
 
 def pinv_via_ridge(X, eps: float) -> np.ndarray:
     """``(X^T X + eps I)^{-1} X^T``, which tends to the Moore–Penrose pseudo-inverse ``X^+`` as eps -> 0."""
-    X = _matrix(X)
-    eps = _positive(eps, "eps")
+    X = as_matrix(X)
+    eps = positive(eps, "eps")
     return np.linalg.solve(X.T @ X + eps * np.eye(X.shape[1]), X.T)
 
 
 def gd_linear_regression(X, y, eta: float, steps: int, w0=None) -> tuple[np.ndarray, np.ndarray]:
     """Gradient descent ``w <- w - eta X^T (X w - y) / s`` on the mean squared loss; returns (w, losses)."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _targets(y, len(X))
-    eta, steps = _positive(eta, "eta"), _steps(steps)
+    eta, steps = positive(eta, "eta"), positive_int(steps, "steps")
     w = np.zeros(X.shape[1]) if w0 is None else np.array(w0, dtype=np.float64)
     if w.shape != (X.shape[1],):
         raise ValueError(f"w0 must have shape ({X.shape[1]},), got {w.shape}")
@@ -160,9 +143,9 @@ def gd_linear_regression(X, y, eta: float, steps: int, w0=None) -> tuple[np.ndar
 
 def sgd_lms(X, y, eta: float, steps: int, rng=None, w0=None) -> np.ndarray:
     """Stochastic gradient (LMS) steps ``w <- w + eta (y_i - w^T x_i) x_i`` with ``i`` uniform; returns w."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _targets(y, len(X))
-    eta, steps = _positive(eta, "eta"), _steps(steps)
+    eta, steps = positive(eta, "eta"), positive_int(steps, "steps")
     rng = np.random.default_rng(rng)
     w = np.zeros(X.shape[1]) if w0 is None else np.array(w0, dtype=np.float64)
     for i in rng.integers(len(X), size=steps):
@@ -172,9 +155,9 @@ def sgd_lms(X, y, eta: float, steps: int, rng=None, w0=None) -> np.ndarray:
 
 def gaussian_nll(w, X, y, sigma: float) -> float:
     """Negative log-likelihood ``||y - X w||^2 / (2 sigma^2) + (s/2) log(2 pi sigma^2)`` of ``y = X w + noise``."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _targets(y, len(X))
-    sigma = _positive(sigma, "sigma")
+    sigma = positive(sigma, "sigma")
     r = y - X @ np.asarray(w, dtype=np.float64)
     return float(r @ r / (2 * sigma**2) + len(X) / 2 * np.log(2 * np.pi * sigma**2))
 
@@ -208,7 +191,7 @@ def bce_with_logits(z, y) -> float:
 
 def logistic_regression_grad(w, X, y) -> np.ndarray:
     """Gradient ``X^T (sigma(X w) - y) / s`` of the mean binary cross-entropy of logits ``X w``."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = _targets(y, len(X))
     return X.T @ (sigmoid(X @ np.asarray(w, dtype=np.float64)) - y) / len(X)
 
@@ -251,11 +234,11 @@ def softmax_cross_entropy(z, y) -> float:
 def softmax_regression(X, y, n_classes: int, eta: float, steps: int, lam: float = 0.0) -> np.ndarray:
     """Multinomial logistic regression by gradient descent on the mean softmax cross-entropy
     (+ ``lam ||W||^2 / 2``), gradient ``X~^T (softmax(X~ W) - Y) / s``; returns W (n+1, K), bias in the last row."""
-    X = _matrix(X)
+    X = as_matrix(X)
     y = np.asarray(y)
     if y.shape != (len(X),) or not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"y must be (s,) integer labels matching X, got {y.shape} {y.dtype}")
-    eta, steps = _positive(eta, "eta"), _steps(steps)
+    eta, steps = positive(eta, "eta"), positive_int(steps, "steps")
     Xb = np.hstack([X, np.ones((len(X), 1))])
     Y = np.eye(n_classes)[y]
     W = np.zeros((Xb.shape[1], n_classes))
@@ -395,7 +378,7 @@ def relu(z) -> np.ndarray:
 
 def activation_patterns(W, b, X) -> np.ndarray:
     """``kappa(x) = 1{W x + b > 0}`` (m units) for each row of X (N, n): a bool array (N, m)."""
-    W, X = _matrix(W, "W"), _matrix(X)
+    W, X = as_matrix(W, "W"), as_matrix(X)
     b = np.asarray(b, dtype=np.float64)
     if W.shape[1] != X.shape[1] or b.shape != (W.shape[0],):
         raise ValueError(f"W must be (m, {X.shape[1]}) and b ({W.shape[0]},), got {W.shape} and {b.shape}")
@@ -405,7 +388,7 @@ def activation_patterns(W, b, X) -> np.ndarray:
 def relu_net_patterns(weights, biases, X) -> np.ndarray:
     """Activation patterns of all hidden layers of the ReLU net ``x -> relu(W_L ... relu(W_1 x + b_1) ...)``,
     concatenated: (N, m_1 + ... + m_L). Points with equal patterns lie in the same linear region."""
-    x = _matrix(X)
+    x = as_matrix(X)
     if len(weights) != len(biases) or not weights:
         raise ValueError("weights and biases must be equally long, non-empty lists (one per hidden layer)")
     patterns = []
@@ -419,7 +402,7 @@ def relu_net_patterns(weights, biases, X) -> np.ndarray:
 def count_regions_lp(W, b, box: float = 1e4, tol: float = 1e-7) -> int:
     """Number of regions cut out of R^n by the m hyperplanes ``w_i^T x + b_i = 0``: a sign pattern sigma counts
     when the LP ``max t`` s.t. ``sigma_i (w_i^T x + b_i) >= t``, ``t <= 1``, ``|x|_inf <= box`` has ``t* > tol``."""
-    W = _matrix(W, "W")
+    W = as_matrix(W, "W")
     m, n = W.shape
     b = np.asarray(b, dtype=np.float64)
     if b.shape != (m,):

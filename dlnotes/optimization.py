@@ -11,20 +11,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .validation import as_array, positive, positive_int
+
 # ----------------------------------------------------------------------------- validation
-
-
-def _array(x, name: str) -> np.ndarray:
-    x = np.array(x, dtype=np.float64)
-    if x.size == 0:
-        raise ValueError(f"{name} must be a non-empty array, got shape {x.shape}")
-    return x
-
-
-def _positive(value, name: str) -> float:
-    if not np.isscalar(value) or not value > 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return float(value)
 
 
 def _rate(value, name: str) -> float:
@@ -34,17 +23,11 @@ def _rate(value, name: str) -> float:
 
 
 def _pair(theta, g, lr) -> tuple[np.ndarray, np.ndarray]:
-    theta, g = _array(theta, "theta"), _array(g, "g")
+    theta, g = as_array(theta, "theta"), as_array(g, "g")
     if theta.shape != g.shape:
         raise ValueError(f"g must have the shape of theta {theta.shape}, got {g.shape}")
-    _positive(lr, "lr")
+    positive(lr, "lr")
     return theta, g
-
-
-def _steps(steps) -> int:
-    if not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValueError(f"steps must be a positive int, got {steps!r}")
-    return int(steps)
 
 
 # ----------------------------------------------------------------------------- gradients
@@ -52,8 +35,8 @@ def _steps(steps) -> int:
 
 def numerical_gradient(f: Callable, x, eps: float = 1e-6) -> np.ndarray:
     """Central differences ``(f(x + eps e_i) - f(x - eps e_i)) / (2 eps)`` for every entry of x (any shape)."""
-    x = _array(x, "x")
-    eps = _positive(eps, "eps")
+    x = as_array(x, "x")
+    eps = positive(eps, "eps")
     g = np.empty_like(x)
     for i in np.ndindex(x.shape):
         e = np.zeros_like(x)
@@ -65,7 +48,7 @@ def numerical_gradient(f: Callable, x, eps: float = 1e-6) -> np.ndarray:
 def check_grad(f: Callable, grad, x, eps: float = 1e-6) -> float:
     """Largest deviation of the gradient `grad` (an array, or a function of x) from central differences of f
     at x, relative to the largest gradient entry: ``max|g - g_num| / max|g_num|``."""
-    x = _array(x, "x")
+    x = as_array(x, "x")
     g = np.asarray(grad(x) if callable(grad) else grad, dtype=np.float64)
     if g.shape != x.shape:
         raise ValueError(f"the gradient must have the shape of x {x.shape}, got {g.shape}")
@@ -80,7 +63,7 @@ def mlp_forward_backward(params, X, y) -> tuple[float, list[tuple[np.ndarray, np
     integer labels. Forward: ``x^l = tanh(W^l x^{l-1} + b^l)``, last layer linear; loss = mean cross-entropy.
     Backward: ``delta^l = dL/dx^l * phi'(z^l)``, ``dL/dW^l = delta^l (x^{l-1})^T``, ``dL/dx^{l-1} = (W^l)^T delta^l``.
     """
-    X = _array(X, "X")
+    X = as_array(X, "X")
     y = np.asarray(y)
     if X.ndim != 2 or y.shape != (len(X),) or not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"X must be (N, n) and y (N,) integer labels, got {X.shape} and {y.shape} {y.dtype}")
@@ -110,8 +93,8 @@ def mlp_forward_backward(params, X, y) -> tuple[float, list[tuple[np.ndarray, np
 
 def gd(grad: Callable, x0, eta: float, steps: int) -> np.ndarray:
     """Gradient descent ``x_{t+1} = x_t - eta grad(x_t)``; returns the iterates (steps+1, ...)."""
-    x = _array(x0, "x0")
-    eta, steps = _positive(eta, "eta"), _steps(steps)
+    x = as_array(x0, "x0")
+    eta, steps = positive(eta, "eta"), positive_int(steps, "steps")
     xs = [x]
     for _ in range(steps):
         x = x - eta * grad(x)
@@ -121,9 +104,9 @@ def gd(grad: Callable, x0, eta: float, steps: int) -> np.ndarray:
 
 def newton(grad: Callable, hess: Callable, x0, steps: int) -> np.ndarray:
     """Newton's method ``x_{t+1} = x_t - [hess(x_t)]^{-1} grad(x_t)``; returns the iterates."""
-    x = _array(x0, "x0")
+    x = as_array(x0, "x0")
     xs = [x]
-    for _ in range(_steps(steps)):
+    for _ in range(positive_int(steps, "steps")):
         x = x - np.linalg.solve(hess(x), grad(x))
         xs.append(x)
     return np.array(xs)
@@ -155,10 +138,10 @@ def pl_example():
 
 def heavy_ball(grad: Callable, x0, eta: float, beta: float, steps: int) -> np.ndarray:
     """Polyak's heavy ball ``x_{t+1} = x_t - eta grad(x_t) + beta (x_t - x_{t-1})`` with ``x_{-1} = x_0``."""
-    x = _array(x0, "x0")
-    eta, beta = _positive(eta, "eta"), _rate(beta, "beta")
+    x = as_array(x0, "x0")
+    eta, beta = positive(eta, "eta"), _rate(beta, "beta")
     xs, previous = [x], x
-    for _ in range(_steps(steps)):
+    for _ in range(positive_int(steps, "steps")):
         x, previous = x - eta * grad(x) + beta * (x - previous), x
         xs.append(x)
     return np.array(xs)
@@ -166,10 +149,10 @@ def heavy_ball(grad: Callable, x0, eta: float, beta: float, steps: int) -> np.nd
 
 def nesterov(grad: Callable, x0, eta: float, beta: float, steps: int) -> np.ndarray:
     """Nesterov's method: look ahead ``y = x_t + beta (x_t - x_{t-1})``, then ``x_{t+1} = y - eta grad(y)``."""
-    x = _array(x0, "x0")
-    eta, beta = _positive(eta, "eta"), _rate(beta, "beta")
+    x = as_array(x0, "x0")
+    eta, beta = positive(eta, "eta"), _rate(beta, "beta")
     xs, previous = [x], x
-    for _ in range(_steps(steps)):
+    for _ in range(positive_int(steps, "steps")):
         look_ahead = x + beta * (x - previous)
         x, previous = look_ahead - eta * grad(look_ahead), x
         xs.append(x)
@@ -213,9 +196,9 @@ def sign_sgd_step(theta, g, lr: float):
 
 def run_optimizer(step: Callable, grad: Callable, x0, steps: int, **hyper) -> np.ndarray:
     """Iterate an adaptive ``step(theta, g, state, **hyper)`` from x0; returns the iterates (steps+1, ...)."""
-    x, state = _array(x0, "x0"), {}
+    x, state = as_array(x0, "x0"), {}
     xs = [x]
-    for _ in range(_steps(steps)):
+    for _ in range(positive_int(steps, "steps")):
         x, state = step(x, grad(x), state, **hyper)
         xs.append(x)
     return np.array(xs)
@@ -226,7 +209,7 @@ def orthogonalize(G, method: str = "svd", steps: int = 30) -> np.ndarray:
 
     ``method="newton_schulz"`` iterates ``X <- 3/2 X - 1/2 X X^T X`` from ``G / ||G||_F`` instead of an SVD.
     """
-    G = _array(G, "G")
+    G = as_array(G, "G")
     if G.ndim != 2:
         raise ValueError(f"G must be a matrix, got shape {G.shape}")
     if method == "svd":
@@ -235,7 +218,7 @@ def orthogonalize(G, method: str = "svd", steps: int = 30) -> np.ndarray:
     if method != "newton_schulz":
         raise ValueError(f"method must be 'svd' or 'newton_schulz', got {method!r}")
     X = G / np.linalg.norm(G)
-    for _ in range(_steps(steps)):
+    for _ in range(positive_int(steps, "steps")):
         X = 1.5 * X - 0.5 * X @ X.T @ X
     return X
 
@@ -248,7 +231,7 @@ def muon_step(W, G, M, lr: float, mu: float = 0.95, orthogonalizer: Callable = o
     ``M = mu M + (1 - mu) G`` (the same polar factor), scales by ``sqrt(max(1, d_out / d_in))``, and
     orthogonalises with five quintic Newton–Schulz steps in bfloat16 (singular values only near 1).
     """
-    W, G, M = _array(W, "W"), _array(G, "G"), _array(M, "M")
+    W, G, M = as_array(W, "W"), as_array(G, "G"), as_array(M, "M")
     if W.ndim != 2 or G.shape != W.shape or M.shape != W.shape:
         raise ValueError(f"W, G and M must be matrices of one shape, got {W.shape}, {G.shape}, {M.shape}")
     M = mu * M + G
@@ -262,12 +245,12 @@ def muon_step(W, G, M, lr: float, mu: float = 0.95, orthogonalizer: Callable = o
 def sgd(grad_i: Callable, n: int, x0, schedule: Callable, steps: int, batch: int = 1, rng=None) -> np.ndarray:
     """Stochastic gradient descent ``x_{t+1} = x_t - eta_t mean_{i in B_t} grad_i(x_t, i)`` with ``eta_t =
     schedule(t)`` (t = 1, 2, ...) and batches of `batch` indices drawn uniformly with replacement from 0..n-1."""
-    x = _array(x0, "x0")
+    x = as_array(x0, "x0")
     if not isinstance(batch, (int, np.integer)) or batch < 1:
         raise ValueError(f"batch must be a positive int, got {batch!r}")
     rng = np.random.default_rng(rng)
     xs = [x]
-    for t in range(1, _steps(steps) + 1):
+    for t in range(1, positive_int(steps, "steps") + 1):
         idx = rng.integers(n, size=batch)
         x = x - schedule(t) * grad_i(x, idx)
         xs.append(x)
@@ -276,7 +259,7 @@ def sgd(grad_i: Callable, n: int, x0, schedule: Callable, steps: int, batch: int
 
 def polyak_average(xs, beta: float | None = None) -> np.ndarray:
     """Running averages of the iterates: ``mean(x_1..x_t)`` or, with beta, ``xbar_t = (1-beta) xbar_{t-1} + beta x_t``."""
-    xs = _array(xs, "xs")
+    xs = as_array(xs, "xs")
     if beta is None:
         return np.cumsum(xs, axis=0) / np.arange(1, len(xs) + 1).reshape(-1, *[1] * (xs.ndim - 1))
     if not 0 < beta <= 1:

@@ -1,30 +1,14 @@
 """Build the whole book from scratch, as CI and a reader do, and check what comes out."""
 
 import pickle
-import subprocess
 
 import pytest
 from myst_nb.sphinx_ import NbMetadataCollector
 
-from conftest import ROOT, TIMES
+from conftest import HTML, ROOT, TIMES
 from test_hygiene import NOTEBOOKS, toc_files
 
 BUDGET_SECONDS = 60
-HTML = ROOT / "_build" / "html"
-
-
-@pytest.fixture(scope="module")
-def book():
-    """Build from scratch: the execution cache does not notice edits to dlnotes."""
-    subprocess.run(["jupyter-book", "clean", "--all", str(ROOT)], check=True, capture_output=True)
-    result = subprocess.run(
-        ["jupyter-book", "build", "-W", "--keep-going", str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
-    return result
 
 
 def test_every_page_of_the_toc_is_built(book):
