@@ -25,6 +25,7 @@ def test_wheel_contains_the_package_and_its_data(tmp_path):
         ],
         check=True,
         capture_output=True,
+        cwd=source,
     )
     (wheel,) = tmp_path.glob("dlnotes-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
