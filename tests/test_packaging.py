@@ -1,5 +1,6 @@
 """`pip install git+<repository>` must give a working package: the wheel carries the shipped data."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -10,23 +11,24 @@ from conftest import ROOT
 
 
 def test_wheel_contains_the_package_and_its_data(tmp_path):
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-        cwd=source,
-    )
+    source = tmp_path / "source"  # setuptools builds in the working directory: keep the checkout clean
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "dlnotes", source / "dlnotes", ignore=shutil.ignore_patterns("__pycache__"))
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-q",
+        "-w",
+        str(tmp_path),
+        ".",
+    ]
+    subprocess.run(command, check=True, capture_output=True, cwd=source)
     (wheel,) = tmp_path.glob("dlnotes-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"dlnotes/__init__.py", "dlnotes/connectionism.py"} <= names
