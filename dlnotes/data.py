@@ -6,7 +6,8 @@ in ``scripts/`` and installed with the package (``dlnotes/datafiles/``).
 ============================  ==============================================  ================  ===============
 loader                        source                                          licence           size
 ============================  ==============================================  ================  ===============
-``load_digits``               scikit-learn's copy of the UCI optical digits   CC BY 4.0         1797 × 8×8
+``load_digits``,              scikit-learn's copy of the UCI optical digits   CC BY 4.0         1797 × 8×8
+``load_digits_split``
 ``load_diabetes``             scikit-learn's copy of Efron et al.'s diabetes  public            442 × 10
                               study (2004)
 ``load_fashion_mnist``        Zalando's Fashion-MNIST, Debian                 MIT               20 000 train +
@@ -24,6 +25,7 @@ from importlib import resources
 import networkx as nx
 import numpy as np
 import sklearn.datasets
+import sklearn.model_selection
 
 FASHION_CLASSES = (
     "T-shirt/top",
@@ -47,6 +49,24 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     """The 8×8 hand-written digits: images (1797, 8, 8) with grey levels 0..16, labels (1797,)."""
     digits = sklearn.datasets.load_digits()
     return digits.images.astype(np.float64), digits.target.astype(np.int64)
+
+
+def load_digits_split(test_size: float = 0.25, random_state: int = 0):
+    """Digits as flat vectors (s, 64), split into stratified train/test sets and standardised with the
+    training mean and standard deviation (pixels that are constant in training are left unscaled).
+
+    Returns ``(X_train, X_test, y_train, y_test)``; the split depends only on `random_state`.
+    """
+    if not 0 < test_size < 1:
+        raise ValueError(f"test_size must lie in (0, 1), got {test_size!r}")
+    images, labels = load_digits()
+    X = images.reshape(len(images), -1)
+    X_train, X_test, y_train, y_test = sklearn.model_selection.train_test_split(
+        X, labels, test_size=test_size, stratify=labels, random_state=random_state
+    )
+    mean, std = X_train.mean(axis=0), X_train.std(axis=0)
+    std[std == 0] = 1.0
+    return (X_train - mean) / std, (X_test - mean) / std, y_train, y_test
 
 
 def load_diabetes() -> tuple[np.ndarray, np.ndarray, list[str]]:

@@ -247,6 +247,17 @@ def softmax_regression(X, y, n_classes: int, eta: float, steps: int, lam: float 
     return W
 
 
+def softmax_regression_logits(W, X) -> np.ndarray:
+    """Logits ``[X, 1] W`` (N, K) of a model returned by `softmax_regression` (bias in the last row of W)."""
+    X = as_matrix(X)
+    W = as_matrix(W, "W")
+    if W.shape[0] != X.shape[1] + 1:
+        raise ValueError(
+            f"W must have {X.shape[1] + 1} rows (n weights and a bias) for X {X.shape}, got {W.shape}"
+        )
+    return np.hstack([X, np.ones((len(X), 1))]) @ W
+
+
 # ----------------------------------------------------------------------------- 2.3 layers
 
 

@@ -6,6 +6,7 @@ from dlnotes.data import (
     FASHION_CLASSES,
     load_diabetes,
     load_digits,
+    load_digits_split,
     load_fashion_mnist,
     load_karate_club,
     load_novel,
@@ -17,6 +18,19 @@ def test_digits():
     assert images.shape == (1797, 8, 8) and labels.shape == (1797,)
     assert images.min() == 0 and images.max() == 16
     assert set(labels) == set(range(10))
+
+
+def test_digits_split_is_stratified_and_standardised():
+    X_train, X_test, y_train, y_test = load_digits_split()
+    assert X_train.shape == (1347, 64) and X_test.shape == (450, 64)
+    assert np.allclose(X_train.mean(axis=0), 0) and np.allclose(
+        X_train.std(axis=0)[X_train.std(axis=0) > 0], 1
+    )
+    assert np.abs(np.bincount(y_test) - 0.25 * np.bincount(load_digits()[1])).max() <= 1  # stratified
+    again = load_digits_split()
+    assert all(np.array_equal(a, b) for a, b in zip(again, (X_train, X_test, y_train, y_test), strict=True))
+    with pytest.raises(ValueError, match="test_size"):
+        load_digits_split(test_size=1.5)
 
 
 def test_diabetes():

@@ -161,6 +161,9 @@ def test_softmax_regression_reaches_the_optimum_of_its_loss():
     Xb = np.hstack([X, np.ones((90, 1))])
     gradient = Xb.T @ (ff.softmax(Xb @ W) - np.eye(3)[y]) / 90 + 0.01 * W
     assert np.abs(gradient).max() < 1e-6
+    assert np.allclose(ff.softmax_regression_logits(W, X), Xb @ W)
+    with pytest.raises(ValueError, match="rows"):
+        ff.softmax_regression_logits(W, np.ones((4, 3)))
 
 
 # ----------------------------------------------------------------------------- 2.3 layers
