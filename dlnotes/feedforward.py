@@ -196,6 +196,13 @@ def logistic_regression_grad(w, X, y) -> np.ndarray:
     return X.T @ (sigmoid(X @ np.asarray(w, dtype=np.float64)) - y) / len(X)
 
 
+def logistic_regression_hessian(w, X) -> np.ndarray:
+    """Hessian ``X^T diag(sigma (1 - sigma)) X / s`` of the mean binary cross-entropy of logits ``X w``."""
+    X = as_matrix(X)
+    q = sigmoid(X @ np.asarray(w, dtype=np.float64))
+    return X.T @ ((q * (1 - q))[:, None] * X) / len(X)
+
+
 def softmax(z, axis: int = -1) -> np.ndarray:
     """``exp(z_i) / sum_j exp(z_j)`` along `axis`; the maximum is subtracted first, so no overflow."""
     z = np.asarray(z, dtype=np.float64)

@@ -239,6 +239,30 @@ def muon_step(W, G, M, lr: float, mu: float = 0.95, orthogonalizer: Callable = o
     return W - lr * np.sqrt(d_out / d_in) * orthogonalizer(M), M
 
 
+def torch_path(make_optimizer: Callable, grad: Callable, x0, steps: int) -> np.ndarray:
+    """Iterates of a ``torch.optim`` optimizer, ``make_optimizer([x])``, driven by the NumPy gradient
+    function `grad` in float64: for comparing the from-scratch methods above with torch step for step."""
+    import torch
+
+    x = torch.tensor(as_array(x0, "x0"), requires_grad=True)
+    optimizer = make_optimizer([x])
+    xs = [x.detach().numpy().copy()]
+    for _ in range(positive_int(steps, "steps")):
+        x.grad = torch.from_numpy(np.asarray(grad(x.detach().numpy().copy()), dtype=np.float64))
+        optimizer.step()
+        xs.append(x.detach().numpy().copy())
+    return np.array(xs)
+
+
+def iterations_to(xs, tol: float = 1e-8) -> float:
+    """First t with ``||x_t|| <= tol ||x_0||`` for iterates (T, d) converging to 0; ``inf`` if none does."""
+    xs = as_array(xs, "xs")
+    if xs.ndim != 2:
+        raise ValueError(f"xs must be iterates of shape (T, d), got {xs.shape}")
+    reached = np.linalg.norm(xs, axis=1) <= tol * np.linalg.norm(xs[0])
+    return int(np.argmax(reached)) if reached.any() else np.inf
+
+
 # ----------------------------------------------------------------------------- 3.5 SGD
 
 

@@ -20,6 +20,7 @@ CHAPTERS = {  # number: (title, column, row)
     10: ("Generative\nmodels", 5, 1.5),
     11: ("Ethics", 6, 1.5),
 }
+WRITTEN = {1, 2, 3}  # drawn filled
 PREREQUISITES = [
     (1, 2),
     (2, 3),
@@ -48,10 +49,10 @@ def main() -> None:
             ha="center",
             va="center",
             fontsize=10,
-            color="white" if number == 1 else "black",
+            color="white" if number in WRITTEN else "black",
             bbox={
                 "boxstyle": "round,pad=0.4",
-                "fc": "#0072B2" if number == 1 else "#E8EEF4",
+                "fc": "#0072B2" if number in WRITTEN else "#E8EEF4",
                 "ec": "#0072B2",
             },
         )

@@ -128,6 +128,17 @@ def test_logistic_gradient_matches_autograd():
     assert np.allclose(ff.logistic_regression_grad(w, X, y), w_t.grad.numpy(), atol=1e-12)
 
 
+def test_logistic_hessian_matches_autograd():
+    X, w = rng.normal(size=(20, 3)), rng.normal(size=3)
+    y = (rng.uniform(size=20) < 0.5).astype(float)
+
+    def loss(w_t):
+        return torch.nn.functional.binary_cross_entropy_with_logits(torch.tensor(X) @ w_t, torch.tensor(y))
+
+    H = torch.autograd.functional.hessian(loss, torch.tensor(w)).numpy()
+    assert np.allclose(ff.logistic_regression_hessian(w, X), H, atol=1e-12)
+
+
 def test_softmax_is_stable_and_matches_torch():
     z = rng.normal(size=(5, 7)) * 1000
     reference = torch.softmax(torch.tensor(z), dim=1).numpy()

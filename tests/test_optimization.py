@@ -57,15 +57,14 @@ def test_hand_written_backprop_matches_autograd_and_finite_differences():
 
 
 def run_torch(optimizer_class, grad, x0, steps, **hyper):
-    theta = torch.tensor(x0, requires_grad=True)
-    optimizer = optimizer_class([theta], **hyper)
-    xs = [theta.detach().numpy().copy()]
-    for _ in range(steps):
-        optimizer.zero_grad()
-        theta.grad = torch.tensor(grad(theta.detach().numpy()))
-        optimizer.step()
-        xs.append(theta.detach().numpy().copy())
-    return np.array(xs)
+    return opt.torch_path(lambda params: optimizer_class(params, **hyper), grad, x0, steps)
+
+
+def test_iterations_to():
+    xs = np.array([[1.0, 0.0], [0.1, 0.0], [1e-9, 0.0]])
+    assert opt.iterations_to(xs) == 2 and opt.iterations_to(xs[:2]) == np.inf
+    with pytest.raises(ValueError, match="iterates"):
+        opt.iterations_to(np.ones(3))
 
 
 def test_gd_and_heavy_ball_match_torch_sgd():
