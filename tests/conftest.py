@@ -1,6 +1,8 @@
 """Shared test settings: a non-interactive matplotlib backend, the repository root, the built book."""
 
+import errno
 import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -12,6 +14,17 @@ matplotlib.use("Agg")  # this process only: kernels started by the tests keep th
 ROOT = Path(__file__).resolve().parent.parent
 TIMES = ROOT / "_build" / "notebook_times.txt"
 HTML = ROOT / "_build" / "html"
+
+
+def pytest_configure(config):
+    """Kernels and the site's test server talk over 127.0.0.1. In a network namespace made with
+    `unshare -rn` (no network at all) the loopback interface starts down: bring it up."""
+    with socket.socket() as probe:
+        try:
+            probe.connect(("127.0.0.1", 9))
+        except OSError as error:
+            if error.errno == errno.ENETUNREACH:
+                subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
 
 @pytest.fixture(scope="session")

@@ -5,12 +5,9 @@ passes when it loads, all its maths is typeset by the site's own MathJax, every 
 every widget shows its saved view, nothing logs a JavaScript error, and no request leaves the machine.
 """
 
-import errno
 import functools
 import http.server
 import shutil
-import socket
-import subprocess
 import threading
 from urllib.parse import urlparse
 
@@ -73,16 +70,6 @@ MATHJAX_DONE = """() => !window.MathJax || !window.MathJax.startup ? true
   : window.MathJax.startup.promise.then(() => true)"""
 
 
-def ensure_loopback():
-    """In a network namespace made with `unshare -rn` the loopback interface starts down: bring it up."""
-    with socket.socket() as probe:
-        try:
-            probe.connect(("127.0.0.1", 9))
-        except OSError as error:
-            if error.errno == errno.ENETUNREACH:
-                subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-
-
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -90,7 +77,6 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server(book):
-    ensure_loopback()
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=book))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
