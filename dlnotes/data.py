@@ -8,8 +8,8 @@ loader                        source                                          li
 ============================  ==============================================  ================  ===============
 ``load_digits``,              scikit-learn's copy of the UCI optical digits   CC BY 4.0         1797 × 8×8
 ``load_digits_split``
-``load_diabetes``             scikit-learn's copy of Efron et al.'s diabetes  public            442 × 10
-                              study (2004)
+``load_diabetes``             scikit-learn's copy of Efron et al.'s diabetes  with sklearn      442 × 10
+                              study (2004)                                    (BSD-3)
 ``load_fashion_mnist``        Zalando's Fashion-MNIST, Debian                 MIT               20 000 train +
                               ``dataset-fashion-mnist``, balanced subset                        4 000 test 28×28
 ``load_novel``                Jane Austen, *Pride and Prejudice* (1813),      public domain     ≈ 0.7 MB text
