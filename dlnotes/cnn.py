@@ -1,0 +1,227 @@
+"""Chapter 04 — convolutional networks: convolution four ways, layer arithmetic, pooling.
+
+Conventions: a true convolution flips the kernel, ``(f * h)[u] = sum_t f[t] h[u - t]``; what deep-learning
+libraries call convolution is cross-correlation, ``(h ⋆ f)[u] = sum_t h[t] f[u + t]``. Images are
+``x`` (C_in, H, W), kernels ``w`` (C_out, C_in, k_h, k_w), as in ``torch.nn.functional.conv2d``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .validation import positive_int
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _signal(f, name: str) -> np.ndarray:
+    f = np.asarray(f, dtype=np.float64)
+    if f.ndim != 1 or f.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array, got shape {f.shape}")
+    return f
+
+
+def _image_and_kernel(x, w) -> tuple[np.ndarray, np.ndarray]:
+    x, w = np.asarray(x, dtype=np.float64), np.asarray(w, dtype=np.float64)
+    if x.ndim != 3 or w.ndim != 4 or w.shape[1] != x.shape[0]:
+        raise ValueError(
+            f"x must be (C_in, H, W) and w (C_out, C_in, k_h, k_w) with matching C_in, got {x.shape} and {w.shape}"
+        )
+    return x, w
+
+
+def _mode(mode: str) -> str:
+    if mode not in ("full", "valid"):
+        raise ValueError(f"mode must be 'full' or 'valid', got {mode!r}")
+    return mode
+
+
+# ----------------------------------------------------------------------------- 1-D
+
+
+def conv1d_direct(f, h, mode: str = "full") -> np.ndarray:
+    """True convolution ``(f * h)[u] = sum_t f[t] h[u - t]`` by a double loop; 'full' has n + m - 1 outputs,
+    'valid' the n - m + 1 positions where h lies inside f."""
+    f, h, mode = _signal(f, "f"), _signal(h, "h"), _mode(mode)
+    n, m = len(f), len(h)
+    full = np.zeros(n + m - 1)
+    for u in range(n + m - 1):
+        for t in range(max(0, u - m + 1), min(n, u + 1)):
+            full[u] += f[t] * h[u - t]
+    return full if mode == "full" else full[m - 1 : n]
+
+
+def xcorr1d(f, h, mode: str = "valid") -> np.ndarray:
+    """Cross-correlation ``(h ⋆ f)[u] = sum_t h[t] f[u + t]`` = convolution with the flipped kernel."""
+    return conv1d_direct(f, _signal(h, "h")[::-1], mode)
+
+
+def conv_fft(f, h) -> np.ndarray:
+    """Full convolution through the convolution theorem: zero-pad to n + m - 1, multiply the FFTs, invert."""
+    f, h = _signal(f, "f"), _signal(h, "h")
+    size = len(f) + len(h) - 1
+    return np.fft.irfft(np.fft.rfft(f, size) * np.fft.rfft(h, size), size)
+
+
+def toeplitz_conv_matrix(h, n: int, mode: str = "full") -> np.ndarray:
+    """The banded matrix H with ``H f = f * h`` for signals f of length n: ``H[i, j] = h[i - j]``
+    ('full', (n + m - 1) x n) or its rows m-1..n-1 ('valid', (n - m + 1) x n)."""
+    h, mode, n = _signal(h, "h"), _mode(mode), positive_int(n, "n")
+    m = len(h)
+    H = np.zeros((n + m - 1, n))
+    for j in range(n):
+        H[j : j + m, j] = h
+    return H if mode == "full" else H[m - 1 : n]
+
+
+# ----------------------------------------------------------------------------- 2-D layers
+
+
+def conv_output_size(n: int, k: int, p: int = 0, s: int = 1, d: int = 1) -> int:
+    """Output length ``floor((n + 2p - d (k - 1) - 1) / s) + 1`` of a convolution layer."""
+    for name, v, low in (("n", n, 1), ("k", k, 1), ("p", p, 0), ("s", s, 1), ("d", d, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+    size = (n + 2 * p - d * (k - 1) - 1) // s + 1
+    if size < 1:
+        raise ValueError(
+            f"the dilated kernel ({d * (k - 1) + 1}) is larger than the padded input ({n + 2 * p})"
+        )
+    return size
+
+
+def _windows(x, k_h: int, k_w: int, stride: int, padding: int, dilation: int) -> np.ndarray:
+    """All input windows, (C_in, k_h, k_w, H_out, W_out): the im2col view of a zero-padded image."""
+    x = np.pad(x, ((0, 0), (padding, padding), (padding, padding)))
+    H_out = conv_output_size(x.shape[1], k_h, 0, stride, dilation)
+    W_out = conv_output_size(x.shape[2], k_w, 0, stride, dilation)
+    i = (np.arange(k_h) * dilation)[:, None, None, None] + (np.arange(H_out) * stride)[None, None, :, None]
+    j = (np.arange(k_w) * dilation)[None, :, None, None] + (np.arange(W_out) * stride)[None, None, None, :]
+    return x[:, i, j]
+
+
+def conv2d_direct(x, w, b=None, stride: int = 1, padding: int = 0, dilation: int = 1) -> np.ndarray:
+    """Multi-channel cross-correlation ``y[r, s, t] = sum_{u, i, j} w[r, u, i, j] x[u, s*stride + i*dilation, ...]``
+    with loops over output positions (the definition, slow)."""
+    x, w = _image_and_kernel(x, w)
+    C_out, _, k_h, k_w = w.shape
+    xp = np.pad(x, ((0, 0), (padding, padding), (padding, padding)))
+    H_out = conv_output_size(x.shape[1], k_h, padding, stride, dilation)
+    W_out = conv_output_size(x.shape[2], k_w, padding, stride, dilation)
+    y = np.zeros((C_out, H_out, W_out))
+    for s in range(H_out):
+        for t in range(W_out):
+            rows = s * stride + dilation * np.arange(k_h)
+            cols = t * stride + dilation * np.arange(k_w)
+            y[:, s, t] = np.einsum("ruij,uij->r", w, xp[:, rows][:, :, cols])
+    return y if b is None else y + np.asarray(b, dtype=np.float64)[:, None, None]
+
+
+def conv2d_im2col(x, w, b=None, stride: int = 1, padding: int = 0, dilation: int = 1) -> np.ndarray:
+    """The same layer as one matrix product: windows unrolled into columns (im2col) times the kernels as rows."""
+    x, w = _image_and_kernel(x, w)
+    C_out, C_in, k_h, k_w = w.shape
+    cols = _windows(x, k_h, k_w, stride, padding, dilation)
+    H_out, W_out = cols.shape[-2:]
+    y = (w.reshape(C_out, -1) @ cols.reshape(C_in * k_h * k_w, -1)).reshape(C_out, H_out, W_out)
+    return y if b is None else y + np.asarray(b, dtype=np.float64)[:, None, None]
+
+
+def dilate_kernel(w, dilation: int) -> np.ndarray:
+    """Insert ``dilation - 1`` zeros between the taps of the last two axes: a dilated kernel as a plain one."""
+    w = np.asarray(w, dtype=np.float64)
+    dilation = positive_int(dilation, "dilation")
+    k_h, k_w = w.shape[-2:]
+    out = np.zeros((*w.shape[:-2], dilation * (k_h - 1) + 1, dilation * (k_w - 1) + 1))
+    out[..., ::dilation, ::dilation] = w
+    return out
+
+
+def conv2d_fft(x, w, b=None, stride: int = 1, padding: int = 0, dilation: int = 1) -> np.ndarray:
+    """The same layer through the convolution theorem: cross-correlation is convolution with the flipped
+    kernel, computed with zero-padded 2-D FFTs, then cropped to the valid part and sub-sampled by the stride."""
+    x, w = _image_and_kernel(x, w)
+    w = dilate_kernel(w, dilation)
+    xp = np.pad(x, ((0, 0), (padding, padding), (padding, padding)))
+    (H, W), (k_h, k_w) = xp.shape[1:], w.shape[2:]
+    shape = (H + k_h - 1, W + k_w - 1)
+    spectrum = np.fft.rfft2(xp, shape)[None] * np.fft.rfft2(w[..., ::-1, ::-1], shape)
+    full = np.fft.irfft2(spectrum.sum(axis=1), shape)  # sum over input channels
+    y = full[:, k_h - 1 : H, k_w - 1 : W][:, ::stride, ::stride]
+    return y if b is None else y + np.asarray(b, dtype=np.float64)[:, None, None]
+
+
+def conv2d_matrix(w, input_shape, stride: int = 1, padding: int = 0, dilation: int = 1) -> np.ndarray:
+    """The (doubly block-Toeplitz) matrix M with ``M vec(x) = vec(conv2d(x, w))`` for images of `input_shape`
+    (C_in, H, W): the layer as a fully connected layer with tied, sparse weights."""
+    C_in, H, W = input_shape
+    w = np.asarray(w, dtype=np.float64)
+    basis = np.eye(C_in * H * W).reshape(-1, C_in, H, W)
+    return np.stack([conv2d_im2col(e, w, None, stride, padding, dilation).ravel() for e in basis], axis=1)
+
+
+def conv2d_backward(x, w, grad_y) -> tuple[np.ndarray, np.ndarray]:
+    """Gradients of a stride-1, unpadded cross-correlation layer ``y = w ⋆ x`` given ``grad_y = dR/dy``:
+    ``dR/dw = grad_y ⋆ x`` (a cross-correlation of the input with the error) and ``dR/dx = grad_y * w``
+    (a full convolution of the error with the kernel)."""
+    x, w = _image_and_kernel(x, w)
+    grad_y = np.asarray(grad_y, dtype=np.float64)
+    C_out, _, k_h, k_w = w.shape
+    expected = (C_out, x.shape[1] - k_h + 1, x.shape[2] - k_w + 1)
+    if grad_y.shape != expected:
+        raise ValueError(f"grad_y must have the output's shape {expected}, got {grad_y.shape}")
+    windows = _windows(x, grad_y.shape[1], grad_y.shape[2], 1, 0, 1)  # (C_in, H_out, W_out, k_h, k_w)
+    grad_w = np.einsum("rab,uabij->ruij", grad_y, windows)
+    padded = np.pad(grad_y, ((0, 0), (k_h - 1, k_h - 1), (k_w - 1, k_w - 1)))
+    grad_x = conv2d_im2col(padded, w[..., ::-1, ::-1].transpose(1, 0, 2, 3))
+    return grad_x, grad_w
+
+
+# ----------------------------------------------------------------------------- arithmetic of layers
+
+
+def receptive_field(layers) -> int:
+    """Receptive field ``r_L = 1 + sum_l d_l (k_l - 1) prod_{j<l} s_j`` of a stack of (k, s, d) layers."""
+    r, jump = 1, 1
+    for k, s, d in layers:
+        for name, v in (("k", k), ("s", s), ("d", d)):
+            positive_int(v, name)
+        r += d * (k - 1) * jump
+        jump *= s
+    return r
+
+
+def param_count_conv(m: int, n: int, c: int, p: int, q: int, K: int) -> int:
+    """K kernels p x q over c channels: ``K (p q c + 1)`` (independent of the image size m x n)."""
+    return K * (p * q * c + 1)
+
+
+def param_count_fc(m: int, n: int, c: int, p: int, q: int, K: int) -> int:
+    """A fully connected layer with the conv layer's outputs: ``(m n c + 1)(m - p + 1)(n - q + 1) K``."""
+    return (m * n * c + 1) * (m - p + 1) * (n - q + 1) * K
+
+
+def param_count_lc(m: int, n: int, c: int, p: int, q: int, K: int) -> int:
+    """Locally connected (the conv wiring without weight sharing): ``(p q c + 1)(m - p + 1)(n - q + 1) K``."""
+    return (p * q * c + 1) * (m - p + 1) * (n - q + 1) * K
+
+
+def maxpool2d(x, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """Max pooling of x (C, H, W) over r x r windows with stride r; returns the pooled map and a 0/1 mask of
+    the argmax positions (the gradient of the pooled sum with respect to x)."""
+    x = np.asarray(x, dtype=np.float64)
+    r = positive_int(r, "r")
+    if x.ndim != 3 or x.shape[1] < r or x.shape[2] < r:
+        raise ValueError(f"x must be (C, H, W) with H, W >= r = {r}, got {x.shape}")
+    C, H, W = x.shape
+    blocks = x[:, : H // r * r, : W // r * r].reshape(C, H // r, r, W // r, r).transpose(0, 1, 3, 2, 4)
+    flat = blocks.reshape(C, H // r, W // r, r * r)
+    mask_blocks = np.zeros_like(flat)
+    np.put_along_axis(mask_blocks, flat.argmax(axis=-1)[..., None], 1.0, axis=-1)
+    mask = np.zeros_like(x)
+    mask[:, : H // r * r, : W // r * r] = (
+        mask_blocks.reshape(C, H // r, W // r, r, r)
+        .transpose(0, 1, 3, 2, 4)
+        .reshape(C, H // r * r, W // r * r)
+    )
+    return flat.max(axis=-1), mask

@@ -1,0 +1,115 @@
+import numpy as np
+import pytest
+import scipy.signal
+import torch
+import torch.nn.functional as F
+
+from dlnotes import cnn
+
+rng = np.random.default_rng(11)
+
+
+def test_one_dimensional_convolutions_agree_with_numpy():
+    f, h = rng.normal(size=20), rng.normal(size=5)
+    for mode in ("full", "valid"):
+        assert np.allclose(cnn.conv1d_direct(f, h, mode), np.convolve(f, h, mode))
+        assert np.allclose(cnn.toeplitz_conv_matrix(h, 20, mode) @ f, np.convolve(f, h, mode))
+    assert np.allclose(cnn.xcorr1d(f, h), np.correlate(f, h, "valid"))
+    assert np.allclose(cnn.conv_fft(f, h), np.convolve(f, h))
+    torch_xcorr = F.conv1d(torch.tensor(f)[None, None], torch.tensor(h)[None, None]).numpy().ravel()
+    assert np.allclose(cnn.xcorr1d(f, h), torch_xcorr)
+    with pytest.raises(ValueError, match="mode"):
+        cnn.conv1d_direct(f, h, "same")
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation"), [(1, 0, 1), (2, 1, 1), (1, 2, 2), (3, 1, 2)])
+def test_four_ways_of_convolving_an_image_equal_torch(stride, padding, dilation):
+    x, w, b = rng.normal(size=(3, 11, 9)), rng.normal(size=(4, 3, 3, 2)), rng.normal(size=4)
+    reference = F.conv2d(torch.tensor(x)[None], torch.tensor(w), torch.tensor(b), stride, padding, dilation)[
+        0
+    ].numpy()
+    for conv in (cnn.conv2d_direct, cnn.conv2d_im2col, cnn.conv2d_fft):
+        assert np.allclose(conv(x, w, b, stride, padding, dilation), reference, atol=1e-10), conv.__name__
+    M = cnn.conv2d_matrix(w, x.shape, stride, padding, dilation)
+    assert np.allclose(M @ x.ravel() + np.repeat(b, reference[0].size), reference.ravel(), atol=1e-10)
+    assert reference.shape[1:] == (
+        cnn.conv_output_size(11, 3, padding, stride, dilation),
+        cnn.conv_output_size(9, 2, padding, stride, dilation),
+    )
+
+
+def test_conv2d_direct_is_scipys_correlation_for_one_channel():
+    x, w = rng.normal(size=(1, 8, 8)), rng.normal(size=(1, 1, 3, 3))
+    assert np.allclose(cnn.conv2d_direct(x, w)[0], scipy.signal.correlate2d(x[0], w[0, 0], mode="valid"))
+
+
+def test_translation_equivariance():
+    x, w = np.zeros((1, 16, 16)), rng.normal(size=(2, 1, 3, 3))
+    x[0, 4:8, 5:9] = rng.normal(size=(4, 4))
+    shifted = np.roll(x, (3, 2), axis=(1, 2))
+    assert np.allclose(cnn.conv2d_im2col(shifted, w), np.roll(cnn.conv2d_im2col(x, w), (3, 2), axis=(1, 2)))
+
+
+def test_backward_pass_is_a_pair_of_convolutions():
+    x, w, grad_y = rng.normal(size=(2, 7, 6)), rng.normal(size=(3, 2, 3, 2)), rng.normal(size=(3, 5, 5))
+    x_t, w_t = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    (F.conv2d(x_t[None], w_t)[0] * torch.tensor(grad_y)).sum().backward()
+    grad_x, grad_w = cnn.conv2d_backward(x, w, grad_y)
+    assert np.allclose(grad_x, x_t.grad.numpy(), atol=1e-12) and np.allclose(
+        grad_w, w_t.grad.numpy(), atol=1e-12
+    )
+    with pytest.raises(ValueError, match="grad_y"):
+        cnn.conv2d_backward(x, w, grad_y[:, :4])
+
+
+def test_output_size_matches_torch_over_a_grid():
+    for n, k, p, s, d in [
+        (n, k, p, s, d) for n in (5, 8) for k in (1, 3) for p in (0, 1) for s in (1, 2) for d in (1, 2)
+    ]:
+        layer = torch.nn.Conv1d(1, 1, k, stride=s, padding=p, dilation=d)
+        assert layer(torch.zeros(1, 1, n)).shape[-1] == cnn.conv_output_size(n, k, p, s, d)
+    with pytest.raises(ValueError, match="larger than the padded input"):
+        cnn.conv_output_size(3, 3, d=2)
+    with pytest.raises(ValueError, match="k must be"):
+        cnn.conv_output_size(3, 0)
+
+
+def test_receptive_field_matches_the_support_of_the_gradient():
+    layers = [(3, 1, 1), (3, 2, 1), (2, 1, 2), (3, 1, 1)]
+    stack = torch.nn.Sequential(
+        *[torch.nn.Conv1d(1, 1, k, stride=s, dilation=d, bias=False) for k, s, d in layers]
+    )
+    x = torch.randn(1, 1, 101, requires_grad=True)
+    y = stack(x)
+    y[0, 0, y.shape[-1] // 2].backward()
+    support = np.flatnonzero(x.grad.numpy().ravel())
+    assert support[-1] - support[0] + 1 == cnn.receptive_field(layers)
+    assert cnn.receptive_field([(3, 1, d) for d in (1, 2, 4, 8)]) == 31
+
+
+def test_parameter_counts_match_torch_modules():
+    m, n, c, p, q, K = 7, 6, 3, 3, 2, 4
+    assert sum(t.numel() for t in torch.nn.Conv2d(c, K, (p, q)).parameters()) == cnn.param_count_conv(
+        m, n, c, p, q, K
+    )
+    outputs = (m - p + 1) * (n - q + 1) * K
+    assert sum(t.numel() for t in torch.nn.Linear(m * n * c, outputs).parameters()) == cnn.param_count_fc(
+        m, n, c, p, q, K
+    )
+    assert cnn.param_count_lc(m, n, c, p, q, K) == (p * q * c + 1) * outputs
+
+
+def test_maxpool_matches_torch_and_routes_the_gradient():
+    x = rng.normal(size=(2, 6, 7))
+    y, mask = cnn.maxpool2d(x, 2)
+    x_t = torch.tensor(x, requires_grad=True)
+    pooled = F.max_pool2d(x_t[None], 2)[0]
+    pooled.sum().backward()
+    assert np.allclose(y, pooled.detach().numpy()) and np.array_equal(mask, x_t.grad.numpy())
+    with pytest.raises(ValueError, match="r = 8"):
+        cnn.maxpool2d(x, 8)
+
+
+def test_dilate_kernel_gives_the_dilated_layer():
+    x, w = rng.normal(size=(1, 12, 12)), rng.normal(size=(1, 1, 3, 3))
+    assert np.allclose(cnn.conv2d_im2col(x, cnn.dilate_kernel(w, 3)), cnn.conv2d_im2col(x, w, dilation=3))
