@@ -7,6 +7,9 @@ libraries call convolution is cross-correlation, ``(h ⋆ f)[u] = sum_t h[t] f[u
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 import numpy as np
 
 from .validation import positive_int
@@ -225,3 +228,100 @@ def maxpool2d(x, r: int) -> tuple[np.ndarray, np.ndarray]:
         .reshape(C, H // r * r, W // r * r)
     )
     return flat.max(axis=-1), mask
+
+
+# ----------------------------------------------------------------------------- 4.8 word embeddings
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case words (letters, with inner apostrophes) of a text."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower())
+
+
+def build_vocab(tokens, min_count: int = 5) -> tuple[list[str], np.ndarray]:
+    """Words occurring at least `min_count` times, most frequent first, and their counts."""
+    counts = Counter(tokens)
+    words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    return words, np.array([counts[w] for w in words])
+
+
+def skipgram_pairs(ids, window: int) -> np.ndarray:
+    """All (centre, context) pairs of a sequence of word ids within `window` positions: (P, 2)."""
+    ids = np.asarray(ids)
+    window = positive_int(window, "window")
+    pairs = [np.stack([ids[:-k], ids[k:]], axis=1) for k in range(1, window + 1) if k < len(ids)]
+    pairs = np.concatenate(pairs) if pairs else np.empty((0, 2), dtype=ids.dtype)
+    return np.concatenate([pairs, pairs[:, ::-1]])
+
+
+def skipgram_neg_sampling(
+    pairs,
+    n_words: int,
+    dim: int = 32,
+    n_neg: int = 5,
+    epochs: int = 5,
+    lr: float = 0.01,
+    batch: int = 1024,
+    counts=None,
+    rng=None,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Skip-gram with negative sampling: for each observed (centre w, context v) minimise
+    ``-log sigma(x_w^T y_v) - sum_{k=1}^{n_neg} log sigma(-x_w^T y_{mu_k})`` with mu_k drawn from the noise
+    distribution ``counts^{3/4}`` (uniform without counts); Adam on mini-batches. Returns the input embeddings
+    X (n_words, dim) and the output embeddings Y."""
+    import torch
+    from tqdm.auto import tqdm
+
+    pairs = np.asarray(pairs)
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.min() < 0 or pairs.max() >= n_words:
+        raise ValueError(f"pairs must be (P, 2) word ids in 0..{n_words - 1}, got shape {pairs.shape}")
+    rng = np.random.default_rng(rng)
+    generator = torch.Generator().manual_seed(int(rng.integers(2**31)))
+    noise = np.ones(n_words) if counts is None else np.asarray(counts, dtype=np.float64) ** 0.75
+    noise = torch.tensor(noise / noise.sum())
+    X = torch.nn.Parameter((torch.rand(n_words, dim, generator=generator) - 0.5) / dim)
+    Y = torch.nn.Parameter(torch.zeros(n_words, dim))
+    optimizer = torch.optim.Adam([X, Y], lr=lr)
+    pairs_t = torch.tensor(pairs)
+    for _ in tqdm(range(positive_int(epochs, "epochs")), desc="epochs", disable=not progress):
+        for idx in torch.randperm(len(pairs_t), generator=generator).split(batch):
+            centre, context = pairs_t[idx, 0], pairs_t[idx, 1]
+            negatives = torch.multinomial(noise, len(idx) * n_neg, replacement=True, generator=generator)
+            x = X[centre]
+            positive_score = (x * Y[context]).sum(dim=1)
+            negative_score = torch.einsum("bd,bkd->bk", x, Y[negatives].view(len(idx), n_neg, dim))
+            loss = -(
+                torch.nn.functional.logsigmoid(positive_score).mean()
+                + torch.nn.functional.logsigmoid(-negative_score).sum(dim=1).mean()
+            )
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return X.detach().numpy().astype(np.float64), Y.detach().numpy().astype(np.float64)
+
+
+def nearest_neighbours(X, index: int, k: int = 5) -> np.ndarray:
+    """Indices of the k rows of X with the largest cosine similarity to row `index` (itself excluded)."""
+    X = np.asarray(X, dtype=np.float64)
+    unit = X / np.linalg.norm(X, axis=1, keepdims=True).clip(1e-12)
+    similarity = unit @ unit[index]
+    similarity[index] = -np.inf
+    return np.argsort(-similarity)[: positive_int(k, "k")]
+
+
+def random_walks(G, n_walks: int, length: int, rng=None) -> list[np.ndarray]:
+    """DeepWalk's sentences: `n_walks` uniform random walks of `length` nodes from every node of the graph G
+    (nodes labelled 0..N-1)."""
+    rng = np.random.default_rng(rng)
+    neighbours = [np.array(sorted(G.neighbors(v))) for v in range(G.number_of_nodes())]
+    walks = []
+    for _ in range(positive_int(n_walks, "n_walks")):
+        for start in rng.permutation(G.number_of_nodes()):
+            walk = [start]
+            for _ in range(positive_int(length, "length") - 1):
+                walk.append(rng.choice(neighbours[walk[-1]]))
+            walks.append(np.array(walk))
+    return walks

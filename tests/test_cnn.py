@@ -113,3 +113,36 @@ def test_maxpool_matches_torch_and_routes_the_gradient():
 def test_dilate_kernel_gives_the_dilated_layer():
     x, w = rng.normal(size=(1, 12, 12)), rng.normal(size=(1, 1, 3, 3))
     assert np.allclose(cnn.conv2d_im2col(x, cnn.dilate_kernel(w, 3)), cnn.conv2d_im2col(x, w, dilation=3))
+
+
+def test_tokens_vocabulary_and_pairs():
+    tokens = cnn.tokenize("It is a truth universally acknowledged, that a single man -- Mr. Darcy's -- IS")
+    assert tokens[:3] == ["it", "is", "a"] and "darcy's" in tokens
+    words, counts = cnn.build_vocab(tokens, min_count=2)
+    assert words == ["a", "is"] and counts.tolist() == [2, 2]
+    ids = np.array([0, 1, 2, 3])
+    pairs = {tuple(p) for p in cnn.skipgram_pairs(ids, 2).tolist()}
+    expected = {(i, j) for i in range(4) for j in range(4) if 0 < abs(i - j) <= 2}
+    assert pairs == expected
+    with pytest.raises(TypeError, match="text"):
+        cnn.tokenize(3)
+
+
+def test_skipgram_embeddings_separate_the_karate_club_factions():
+    from dlnotes.data import load_karate_club
+
+    G, y = load_karate_club()
+    walks = cnn.random_walks(G, n_walks=10, length=20, rng=0)
+    assert len(walks) == 340 and all(
+        G.has_edge(a, b) for walk in walks[:20] for a, b in zip(walk, walk[1:], strict=False)
+    )
+    pairs = np.concatenate([cnn.skipgram_pairs(walk, 3) for walk in walks])
+    X, _ = cnn.skipgram_neg_sampling(pairs, 34, dim=16, epochs=5, lr=0.02, batch=256, rng=0)
+    unit = X / np.linalg.norm(X, axis=1, keepdims=True)
+    cos = unit @ unit.T
+    same = cos[y[:, None] == y[None, :]].mean()
+    across = cos[y[:, None] != y[None, :]].mean()
+    assert same - across >= 0.1
+    assert y[cnn.nearest_neighbours(X, 0, 3)].tolist().count(y[0]) >= 2
+    with pytest.raises(ValueError, match="pairs"):
+        cnn.skipgram_neg_sampling(np.array([[0, 40]]), 34)
