@@ -251,7 +251,9 @@ def relu_regions() -> widgets.VBox:
         _, region = np.unique(patterns, axis=0, return_inverse=True)
         n_regions = region.max() + 1
         fig, ax = plt.subplots(figsize=(5.5, 5))
-        colours = np.random.default_rng(1).permutation(n_regions)  # neighbouring regions get distinct colours
+        colours = np.random.default_rng(1).permutation(
+            n_regions
+        )  # shuffled, so neighbours rarely share a colour
         ax.imshow(colours[region].reshape(300, 300), extent=(-2, 2, -2, 2), origin="lower", cmap="tab20")
         bound = f", at most {zaslavsky_bound(width, 2)} for one layer" if depth == 1 else ""
         ax.set(xlabel="$x_1$", ylabel="$x_2$", title=f"{n_regions} regions visible in the square{bound}")

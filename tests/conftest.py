@@ -4,6 +4,7 @@ import errno
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import matplotlib
@@ -14,6 +15,9 @@ matplotlib.use("Agg")  # this process only: kernels started by the tests keep th
 ROOT = Path(__file__).resolve().parent.parent
 TIMES = ROOT / "_build" / "notebook_times.txt"
 HTML = ROOT / "_build" / "html"
+
+
+SESSION_START = time.time()
 
 
 def pytest_configure(config):
@@ -46,6 +50,6 @@ def book():
 
 def pytest_terminal_summary(terminalreporter):
     """Print each notebook's execution time when the book test measured them in this run."""
-    if TIMES.exists() and TIMES.stat().st_mtime >= terminalreporter._session_start.time:
+    if TIMES.exists() and TIMES.stat().st_mtime >= SESSION_START:
         terminalreporter.write_sep("=", "notebook execution times (book build)")
         terminalreporter.write(TIMES.read_text())
