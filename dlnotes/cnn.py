@@ -7,10 +7,14 @@ libraries call convolution is cross-correlation, ``(h ⋆ f)[u] = sum_t h[t] f[u
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import Counter
 
 import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
 
 from .validation import positive_int
 
@@ -230,6 +234,105 @@ def maxpool2d(x, r: int) -> tuple[np.ndarray, np.ndarray]:
     return flat.max(axis=-1), mask
 
 
+def receptive_field_mask(model, input_shape, position=None) -> np.ndarray:
+    """Which inputs one output of `model` depends on: the nonzero pattern of ``d y[0, position] / d x`` (autograd,
+    float64, summed over input channels). `input_shape` is (C, L) or (C, H, W) without the batch axis; `position`
+    indexes the spatial axes of output channel 0 (default: its centre). Returns a bool array of shape (L,) or (H, W)."""
+    input_shape = tuple(input_shape)
+    if len(input_shape) not in (2, 3) or any(positive_int(n, "input_shape") < 1 for n in input_shape):
+        raise ValueError(f"input_shape must be (C, L) or (C, H, W) of positive ints, got {input_shape}")
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn((1, *input_shape), dtype=torch.float64, generator=generator, requires_grad=True)
+    y = copy.deepcopy(model).double()(x)  # the caller's model keeps its dtype
+    spatial = y.shape[2:]
+    position = tuple(n // 2 for n in spatial) if position is None else tuple(np.atleast_1d(position))
+    if len(position) != len(spatial) or not all(0 <= i < n for i, n in zip(position, spatial, strict=True)):
+        raise ValueError(f"position must index the output's spatial shape {tuple(spatial)}, got {position}")
+    (grad,) = torch.autograd.grad(y[(0, 0, *position)], x)
+    return grad[0].abs().sum(dim=0).numpy() > 0
+
+
+def mask_extent(mask) -> tuple[int, ...]:
+    """Extent (last - first + 1) of the True entries of `mask` along each axis: the size of a receptive field
+    including any holes a dilated stack leaves inside it."""
+    mask = np.asarray(mask, dtype=bool)
+    if not mask.any():
+        raise ValueError("mask has no True entry")
+    return tuple(
+        int(np.ptp(np.flatnonzero(mask.any(axis=tuple(a for a in range(mask.ndim) if a != axis))))) + 1
+        for axis in range(mask.ndim)
+    )
+
+
+# ----------------------------------------------------------------------------- torch modules
+
+
+class LocallyConnected2d(nn.Module):
+    """The wiring of a valid, stride-1 convolution without weight sharing: every output position (s, t) has its
+    own kernel ``w[s, t]`` (C_out, C_in, k, k) and bias, ``y[r, s, t] = sum_{u,i,j} w[s,t][r,u,i,j] x[u, s+i, t+j]
+    + b[r, s, t]``; built on ``F.unfold`` (im2col)."""
+
+    def __init__(self, in_channels: int, out_channels: int, input_size, kernel_size: int):
+        super().__init__()
+        H, W = (positive_int(n, "input_size") for n in input_size)
+        self.kernel_size = positive_int(kernel_size, "kernel_size")
+        self.out_size = (conv_output_size(H, kernel_size), conv_output_size(W, kernel_size))
+        self.in_channels = positive_int(in_channels, "in_channels")
+        n_positions, fan_in = self.out_size[0] * self.out_size[1], in_channels * kernel_size**2
+        bound = 1 / np.sqrt(fan_in)  # the uniform initialisation of nn.Conv2d
+        self.weight = nn.Parameter(
+            torch.empty(n_positions, positive_int(out_channels, "out_channels"), fan_in).uniform_(
+                -bound, bound
+            )
+        )
+        self.bias = nn.Parameter(torch.empty(out_channels, *self.out_size).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"x must be (batch, {self.in_channels}, H, W), got {tuple(x.shape)}")
+        columns = F.unfold(x, self.kernel_size)  # (batch, C_in k k, positions)
+        y = torch.einsum("pri,bip->brp", self.weight, columns)
+        return y.reshape(len(x), -1, *self.out_size) + self.bias
+
+
+class CausalConv1d(nn.Conv1d):
+    """A 1-D convolution whose output y_t depends only on x_{<=t}: left zero padding d (k - 1), no right padding,
+    so the output has the input's length."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1):
+        super().__init__(in_channels, out_channels, kernel_size, dilation=dilation)
+        self.left = positive_int(dilation, "dilation") * (positive_int(kernel_size, "kernel_size") - 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(F.pad(x, (self.left, 0)))
+
+
+class LeNetDigits(nn.Module):
+    """A LeNet-style network for the 1 x 8 x 8 digits: two blocks of 3 x 3 convolution (padding 1), tanh and 2 x 2
+    average pooling (8x8x1 -> 4x4x6 -> 2x2x16), then three fully connected layers 64 -> 120 -> 84 -> 10."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 6, 3, padding=1),
+            nn.Tanh(),
+            nn.AvgPool2d(2),
+            nn.Conv2d(6, 16, 3, padding=1),
+            nn.Tanh(),
+            nn.AvgPool2d(2),
+        )
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(64, 120), nn.Tanh(), nn.Linear(120, 84), nn.Tanh(), nn.Linear(84, 10)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim == 3:
+            x = x[:, None]  # (batch, 8, 8) -> (batch, 1, 8, 8)
+        if x.shape[-3:] != (1, 8, 8):
+            raise ValueError(f"x must be (batch, 8, 8) or (batch, 1, 8, 8) digits, got {tuple(x.shape)}")
+        return self.classifier(self.features(x))
+
+
 # ----------------------------------------------------------------------------- 4.8 word embeddings
 
 
@@ -272,7 +375,6 @@ def skipgram_neg_sampling(
     ``-log sigma(x_w^T y_v) - sum_{k=1}^{n_neg} log sigma(-x_w^T y_{mu_k})`` with mu_k drawn from the noise
     distribution ``counts^{3/4}`` (uniform without counts); Adam on mini-batches. Returns the input embeddings
     X (n_words, dim) and the output embeddings Y."""
-    import torch
     from tqdm.auto import tqdm
 
     pairs = np.asarray(pairs)
@@ -293,10 +395,7 @@ def skipgram_neg_sampling(
             x = X[centre]
             positive_score = (x * Y[context]).sum(dim=1)
             negative_score = torch.einsum("bd,bkd->bk", x, Y[negatives].view(len(idx), n_neg, dim))
-            loss = -(
-                torch.nn.functional.logsigmoid(positive_score).mean()
-                + torch.nn.functional.logsigmoid(-negative_score).sum(dim=1).mean()
-            )
+            loss = -(F.logsigmoid(positive_score).mean() + F.logsigmoid(-negative_score).sum(dim=1).mean())
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

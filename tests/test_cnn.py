@@ -85,6 +85,78 @@ def test_receptive_field_matches_the_support_of_the_gradient():
     support = np.flatnonzero(x.grad.numpy().ravel())
     assert support[-1] - support[0] + 1 == cnn.receptive_field(layers)
     assert cnn.receptive_field([(3, 1, d) for d in (1, 2, 4, 8)]) == 31
+    mask = cnn.receptive_field_mask(stack, (1, 101))
+    assert np.array_equal(mask, x.grad.numpy().ravel() != 0)
+    assert cnn.mask_extent(mask) == (cnn.receptive_field(layers),)
+    assert stack[0].weight.dtype == torch.float32  # the caller's model is not converted
+
+
+def test_receptive_field_mask_in_two_dimensions_and_dilated_holes():
+    stack = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, stride=2), torch.nn.Conv2d(3, 1, (3, 5)))
+    mask = cnn.receptive_field_mask(stack, (2, 21, 21), position=(0, 0))
+    assert mask_box(mask) == ((0, 7), (0, 11))  # top-left output: rows 1 + 2*2, columns 1 + 2 + 4*2
+    dilated = torch.nn.Sequential(torch.nn.Conv1d(1, 1, 2, dilation=2), torch.nn.Conv1d(1, 1, 2, dilation=2))
+    mask = cnn.receptive_field_mask(dilated, (1, 30))
+    assert cnn.mask_extent(mask) == (5,) and mask.sum() == 3  # two k=2, d=2 layers touch 3 of 5 positions
+    with pytest.raises(ValueError, match="position"):
+        cnn.receptive_field_mask(stack, (2, 21, 21), position=(50, 0))
+    with pytest.raises(ValueError, match="input_shape"):
+        cnn.receptive_field_mask(stack, (21, 21, 2, 1))
+    with pytest.raises(ValueError, match="no True"):
+        cnn.mask_extent(np.zeros(4))
+
+
+def mask_box(mask):
+    rows, cols = np.nonzero(mask)
+    return (rows.min(), rows.max() + 1), (cols.min(), cols.max() + 1)
+
+
+def test_locally_connected_layer_with_tied_weights_is_a_convolution():
+    conv = torch.nn.Conv2d(3, 4, 3).double()
+    lc = cnn.LocallyConnected2d(3, 4, (7, 6), 3).double()
+    n_positions = 5 * 4
+    assert lc.weight.shape == (n_positions, 4, 27) and lc.bias.shape == (4, 5, 4)
+    with torch.no_grad():
+        lc.weight.copy_(conv.weight.reshape(1, 4, 27).expand(n_positions, 4, 27))
+        lc.bias.copy_(conv.bias[:, None, None].expand(4, 5, 4))
+    x = torch.randn(2, 3, 7, 6, dtype=torch.float64)
+    assert torch.allclose(lc(x), conv(x), atol=1e-12)
+    # untied: one position's kernel changes only that output position
+    with torch.no_grad():
+        lc.weight[7] += 1.0
+    changed = (lc(x) - conv(x)).abs().sum(dim=(0, 1)) > 1e-9
+    assert changed.sum() == 1 and changed.flatten()[7]
+    assert sum(t.numel() for t in lc.parameters()) == cnn.param_count_lc(7, 6, 3, 3, 3, 4)
+    with pytest.raises(ValueError, match="x must be"):
+        lc(torch.randn(2, 2, 7, 6, dtype=torch.float64))
+
+
+def test_causal_convolution_sees_only_the_past():
+    layer = cnn.CausalConv1d(2, 3, kernel_size=3, dilation=2).double()
+    x = torch.randn(1, 2, 20, dtype=torch.float64)
+    y = layer(x)
+    assert y.shape == (1, 3, 20)
+    x2 = x.clone()
+    x2[..., 12:] += torch.randn(1, 2, 8, dtype=torch.float64)
+    assert torch.equal(layer(x2)[..., :12], y[..., :12]) and not torch.allclose(
+        layer(x2)[..., 12], y[..., 12]
+    )
+    reference = F.conv1d(F.pad(x, (4, 0)), layer.weight, layer.bias, dilation=2)
+    assert torch.allclose(y, reference)
+    wavenet = torch.nn.Sequential(*[cnn.CausalConv1d(1, 1, 2, dilation=2**l) for l in range(5)])
+    mask = cnn.receptive_field_mask(wavenet, (1, 64), position=63)
+    assert np.array_equal(np.flatnonzero(mask), np.arange(64 - 32, 64))  # 2^5 most recent inputs
+
+
+def test_lenet_for_digits_shapes_and_errors():
+    net = cnn.LeNetDigits()
+    assert net(torch.randn(5, 8, 8)).shape == (5, 10)
+    assert net(torch.randn(5, 1, 8, 8)).shape == (5, 10)
+    fc = sum(p.numel() for p in net.classifier.parameters())
+    conv = sum(p.numel() for p in net.features.parameters())
+    assert (conv, fc) == (6 * (9 + 1) + 16 * (54 + 1), 64 * 120 + 120 + 120 * 84 + 84 + 84 * 10 + 10)
+    with pytest.raises(ValueError, match="digits"):
+        net(torch.randn(5, 28, 28))
 
 
 def test_parameter_counts_match_torch_modules():
