@@ -13,7 +13,7 @@ PNG_MAGIC = b"\x89PNG"
 
 
 def shown_png(box: widgets.VBox) -> bytes:
-    (output,) = box.children[1].outputs
+    (output,) = box.children[-1].outputs
     return base64.b64decode(output["data"]["image/png"])
 
 
@@ -88,6 +88,9 @@ def test_interactive_figure_rejects_bad_arguments():
         book_widgets.quadratic_gd,
         book_widgets.optimizer_race,
         book_widgets.robbins_monro,
+        book_widgets.kernel_explorer,
+        book_widgets.conv_arithmetic,
+        book_widgets.receptive_field_explorer,
     ],
 )
 def test_chapter_widgets_show_a_default_figure_and_redraw(builder):
@@ -95,5 +98,39 @@ def test_chapter_widgets_show_a_default_figure_and_redraw(builder):
     before = shown_png(box)
     assert before.startswith(PNG_MAGIC)
     control = box.children[0].children[0]
-    control.value = control.options[0] if isinstance(control, widgets.Dropdown) else control.min
+    if isinstance(control, widgets.Dropdown):
+        control.value = control.options[-1] if control.value == control.options[0] else control.options[0]
+    else:
+        control.value = control.min
     assert shown_png(box) != before
+
+
+def test_parse_kernel_reads_rows_and_fractions():
+    assert np.array_equal(
+        book_widgets.parse_kernel("1 0 -1; 2 0 -2\n1, 0, -1"), [[1, 0, -1], [2, 0, -2], [1, 0, -1]]
+    )
+    assert np.allclose(book_widgets.parse_kernel(book_widgets.KERNELS["box blur"]), np.full((3, 3), 1 / 9))
+    for bad in ("1 2; 3 4", "1 2 3; 4 5", "a b c; 1 2 3; 1 2 3", "1/0"):
+        with pytest.raises(ValueError, match="kernel"):
+            book_widgets.parse_kernel(bad)
+
+
+def test_kernel_explorer_presets_and_typed_kernels_redraw():
+    box = book_widgets.kernel_explorer()
+    preset, kernel = box.children[0].children[1], box.children[1]
+    before = shown_png(box)
+    preset.value = "Laplacian"
+    assert kernel.value == book_widgets.KERNELS["Laplacian"] and shown_png(box) != before
+    kernel.value = "1 2; 3"  # a typo shows a message instead of raising in the widget
+    assert shown_png(box).startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize("builder", [book_widgets.conv_arithmetic, book_widgets.receptive_field_explorer])
+def test_impossible_layer_settings_show_a_message(builder):
+    box = builder()
+    controls = {c.description: c for c in box.children[0].children}
+    if "n" in controls:
+        controls["p"].value, controls["n"].value, controls["k"].value, controls["d"].value = 0, 3, 5, 3
+    else:
+        controls["k"].value, controls["s"].value, controls["layers"].value = 2, 3, 6
+    assert shown_png(box).startswith(PNG_MAGIC)
