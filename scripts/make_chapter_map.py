@@ -20,7 +20,7 @@ CHAPTERS = {  # number: (title, column, row)
     10: ("Generative\nmodels", 5, 1.5),
     11: ("Ethics", 6, 1.5),
 }
-WRITTEN = {1, 2, 3}  # drawn filled
+WRITTEN = {1, 2, 3, 4}  # drawn filled
 PREREQUISITES = [
     (1, 2),
     (2, 3),
