@@ -374,7 +374,7 @@ def skipgram_neg_sampling(
     """Skip-gram with negative sampling: for each observed (centre w, context v) minimise
     ``-log sigma(x_w^T y_v) - sum_{k=1}^{n_neg} log sigma(-x_w^T y_{mu_k})`` with mu_k drawn from the noise
     distribution ``counts^{3/4}`` (uniform without counts); Adam on mini-batches. Returns the input embeddings
-    X (n_words, dim) and the output embeddings Y."""
+    X (n_words, dim) and the output embeddings Y (with ``epochs=0``: their random initialisation)."""
     from tqdm.auto import tqdm
 
     pairs = np.asarray(pairs)
@@ -388,7 +388,9 @@ def skipgram_neg_sampling(
     Y = torch.nn.Parameter(torch.zeros(n_words, dim))
     optimizer = torch.optim.Adam([X, Y], lr=lr)
     pairs_t = torch.tensor(pairs)
-    for _ in tqdm(range(positive_int(epochs, "epochs")), desc="epochs", disable=not progress):
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0:
+        raise ValueError(f"epochs must be an int >= 0 (0: the initial embeddings), got {epochs!r}")
+    for _ in tqdm(range(epochs), desc="epochs", disable=not progress):
         for idx in torch.randperm(len(pairs_t), generator=generator).split(batch):
             centre, context = pairs_t[idx, 0], pairs_t[idx, 1]
             negatives = torch.multinomial(noise, len(idx) * n_neg, replacement=True, generator=generator)
@@ -409,6 +411,21 @@ def nearest_neighbours(X, index: int, k: int = 5) -> np.ndarray:
     similarity = unit @ unit[index]
     similarity[index] = -np.inf
     return np.argsort(-similarity)[: positive_int(k, "k")]
+
+
+def within_across_cosine(X, labels) -> tuple[float, float]:
+    """Mean cosine similarity of the rows of X over pairs with the same label and over pairs with different
+    labels (pairs of distinct rows): a measure of how well embeddings separate groups."""
+    X, labels = np.asarray(X, dtype=np.float64), np.asarray(labels)
+    if X.ndim != 2 or labels.shape != (len(X),):
+        raise ValueError(f"X must be (N, dim) and labels (N,), got {X.shape} and {labels.shape}")
+    unit = X / np.linalg.norm(X, axis=1, keepdims=True).clip(1e-12)
+    similarity = unit @ unit.T
+    same = labels[:, None] == labels[None, :]
+    distinct = ~np.eye(len(X), dtype=bool)
+    if not (same & distinct).any() or same.all():
+        raise ValueError("labels must have at least two groups and a group with two members")
+    return float(similarity[same & distinct].mean()), float(similarity[~same].mean())
 
 
 def random_walks(G, n_walks: int, length: int, rng=None) -> list[np.ndarray]:

@@ -552,3 +552,33 @@ def receptive_field_explorer() -> widgets.VBox:
         s=widgets.IntSlider(1, min=1, max=3),
         d=widgets.IntSlider(1, min=1, max=4),
     )
+
+
+def deepwalk_training() -> widgets.VBox:
+    """DeepWalk embeddings of the karate club after a number of epochs of skip-gram with negative sampling,
+    projected on their first two principal components and coloured by faction (04.26)."""
+    from .cnn import random_walks, skipgram_neg_sampling, skipgram_pairs, within_across_cosine
+    from .data import load_karate_club
+
+    G, club = load_karate_club()
+    pairs = np.concatenate([skipgram_pairs(walk, 3) for walk in random_walks(G, 10, 20, rng=0)])
+
+    def draw(epochs: int) -> plt.Figure:
+        X, _ = skipgram_neg_sampling(pairs, len(club), dim=16, epochs=epochs, lr=0.02, batch=256, rng=0)
+        centred = X - X.mean(axis=0)
+        Z = centred @ np.linalg.svd(centred, full_matrices=False)[2][:2].T
+        within, across = within_across_cosine(X, club)
+        fig, ax = plt.subplots(figsize=(5.5, 4.5))
+        for faction, marker in ((0, "o"), (1, "s")):
+            ax.scatter(*Z[club == faction].T, marker=marker, label=f"faction {faction}")
+        for v, (a, b) in enumerate(Z):
+            ax.annotate(str(v), (a, b), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set(
+            xlabel="principal component 1",
+            ylabel="principal component 2",
+            title=f"after {epochs} epochs: mean cosine within {within:.2f}, across {across:.2f}",
+        )
+        ax.legend()
+        return fig
+
+    return interactive_figure(draw, epochs=widgets.IntSlider(5, min=0, max=10))

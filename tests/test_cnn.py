@@ -210,11 +210,26 @@ def test_skipgram_embeddings_separate_the_karate_club_factions():
     )
     pairs = np.concatenate([cnn.skipgram_pairs(walk, 3) for walk in walks])
     X, _ = cnn.skipgram_neg_sampling(pairs, 34, dim=16, epochs=5, lr=0.02, batch=256, rng=0)
-    unit = X / np.linalg.norm(X, axis=1, keepdims=True)
-    cos = unit @ unit.T
-    same = cos[y[:, None] == y[None, :]].mean()
-    across = cos[y[:, None] != y[None, :]].mean()
-    assert same - across >= 0.1
+    within, across = cnn.within_across_cosine(X, y)
+    assert within - across >= 0.1
     assert y[cnn.nearest_neighbours(X, 0, 3)].tolist().count(y[0]) >= 2
     with pytest.raises(ValueError, match="pairs"):
         cnn.skipgram_neg_sampling(np.array([[0, 40]]), 34)
+    with pytest.raises(ValueError, match="epochs"):
+        cnn.skipgram_neg_sampling(pairs, 34, epochs=-1)
+    X0, _ = cnn.skipgram_neg_sampling(pairs, 34, dim=16, epochs=0, rng=0)
+    X0_again, _ = cnn.skipgram_neg_sampling(pairs[:5], 34, dim=16, epochs=0, rng=0)
+    assert np.array_equal(X0, X0_again) and np.abs(X0).max() <= 0.5 / 16
+
+
+def test_within_across_cosine_against_a_double_loop():
+    X, labels = rng.normal(size=(9, 4)), np.array([0, 1, 2, 0, 1, 2, 0, 0, 1])
+    cos = lambda a, b: a @ b / np.linalg.norm(a) / np.linalg.norm(b)  # noqa: E731
+    pairs = [(i, j) for i in range(9) for j in range(9) if i != j]
+    within = np.mean([cos(X[i], X[j]) for i, j in pairs if labels[i] == labels[j]])
+    across = np.mean([cos(X[i], X[j]) for i, j in pairs if labels[i] != labels[j]])
+    assert np.allclose(cnn.within_across_cosine(X, labels), (within, across))
+    with pytest.raises(ValueError, match="labels"):
+        cnn.within_across_cosine(X, labels[:5])
+    with pytest.raises(ValueError, match="two groups"):
+        cnn.within_across_cosine(X, np.zeros(9))

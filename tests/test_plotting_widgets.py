@@ -91,6 +91,7 @@ def test_interactive_figure_rejects_bad_arguments():
         book_widgets.kernel_explorer,
         book_widgets.conv_arithmetic,
         book_widgets.receptive_field_explorer,
+        book_widgets.deepwalk_training,
     ],
 )
 def test_chapter_widgets_show_a_default_figure_and_redraw(builder):
