@@ -12,6 +12,7 @@ import re
 from collections import Counter
 
 import numpy as np
+import scipy.fft
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -64,10 +65,12 @@ def xcorr1d(f, h, mode: str = "valid") -> np.ndarray:
 
 
 def conv_fft(f, h) -> np.ndarray:
-    """Full convolution through the convolution theorem: zero-pad to n + m - 1, multiply the FFTs, invert."""
+    """Full convolution through the convolution theorem: zero-pad to at least n + m - 1 (to the next length
+    with small prime factors, where FFTs are fast), multiply the FFTs, invert, keep the first n + m - 1."""
     f, h = _signal(f, "f"), _signal(h, "h")
     size = len(f) + len(h) - 1
-    return np.fft.irfft(np.fft.rfft(f, size) * np.fft.rfft(h, size), size)
+    length = scipy.fft.next_fast_len(size, real=True)
+    return np.fft.irfft(np.fft.rfft(f, length) * np.fft.rfft(h, length), length)[:size]
 
 
 def toeplitz_conv_matrix(h, n: int, mode: str = "full") -> np.ndarray:
