@@ -399,7 +399,7 @@ def skipgram_neg_sampling(
             negatives = torch.multinomial(noise, len(idx) * n_neg, replacement=True, generator=generator)
             x = X[centre]
             positive_score = (x * Y[context]).sum(dim=1)
-            negative_score = torch.einsum("bd,bkd->bk", x, Y[negatives].view(len(idx), n_neg, dim))
+            negative_score = (x[:, None, :] * Y[negatives].view(len(idx), n_neg, dim)).sum(dim=-1)
             loss = -(F.logsigmoid(positive_score).mean() + F.logsigmoid(-negative_score).sum(dim=1).mean())
             optimizer.zero_grad()
             loss.backward()

@@ -561,10 +561,14 @@ def deepwalk_training() -> widgets.VBox:
     from .data import load_karate_club
 
     G, club = load_karate_club()
-    pairs = np.concatenate([skipgram_pairs(walk, 3) for walk in random_walks(G, 10, 20, rng=0)])
+    walks = random_walks(G, 10, 20, rng=0)
+    pairs = np.concatenate([skipgram_pairs(walk, 3) for walk in walks])
+    visits = np.bincount(np.concatenate(walks), minlength=len(club))  # noise distribution ~ visits^(3/4)
 
     def draw(epochs: int) -> plt.Figure:
-        X, _ = skipgram_neg_sampling(pairs, len(club), dim=16, epochs=epochs, lr=0.02, batch=256, rng=0)
+        X, _ = skipgram_neg_sampling(
+            pairs, len(club), dim=16, epochs=epochs, lr=0.02, batch=256, counts=visits, rng=0
+        )
         centred = X - X.mean(axis=0)
         Z = centred @ np.linalg.svd(centred, full_matrices=False)[2][:2].T
         within, across = within_across_cosine(X, club)

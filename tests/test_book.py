@@ -39,6 +39,7 @@ def test_executed_pages_show_their_checks_and_widget_figures(book, path):
         f"{shown} figures shown in the notebook, fewer on the page"
     )
     assert "AssertionError" not in page and "Traceback" not in page
+    assert "output stderr" not in page, "a warning or other stderr output on the page"
     if "dlnotes.widgets." in path.read_text():
         assert "application/vnd.jupyter.widget-state+json" in page, "widget state was not saved"
         assert "image/png" in page.split("application/vnd.jupyter.widget-state+json", 1)[1]
