@@ -237,22 +237,25 @@ def maxpool2d(x, r: int) -> tuple[np.ndarray, np.ndarray]:
     return flat.max(axis=-1), mask
 
 
-def receptive_field_mask(model, input_shape, position=None) -> np.ndarray:
-    """Which inputs one output of `model` depends on: the nonzero pattern of ``d y[0, position] / d x`` (autograd,
-    float64, summed over input channels). `input_shape` is (C, L) or (C, H, W) without the batch axis; `position`
-    indexes the spatial axes of output channel 0 (default: its centre). Returns a bool array of shape (L,) or (H, W)."""
+def receptive_field_mask(model, input_shape, position=None, n_samples: int = 8) -> np.ndarray:
+    """Which inputs the outputs at one spatial `position` of `model` depend on: the nonzero pattern of
+    ``d sum_r y[r, position] / d x`` (autograd, float64, model in eval mode), united over `n_samples` random inputs
+    and the input channels, so that a ReLU switched off for one input cannot hide a pixel. `input_shape` is
+    (C, L) or (C, H, W) without the batch axis; `position` defaults to the centre of the output. Returns a bool
+    array of shape (L,) or (H, W)."""
     input_shape = tuple(input_shape)
     if len(input_shape) not in (2, 3) or any(positive_int(n, "input_shape") < 1 for n in input_shape):
         raise ValueError(f"input_shape must be (C, L) or (C, H, W) of positive ints, got {input_shape}")
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn((1, *input_shape), dtype=torch.float64, generator=generator, requires_grad=True)
-    y = copy.deepcopy(model).double()(x)  # the caller's model keeps its dtype
+    shape = (positive_int(n_samples, "n_samples"), *input_shape)
+    x = torch.randn(shape, dtype=torch.float64, generator=generator, requires_grad=True)
+    y = copy.deepcopy(model).double().eval()(x)  # the caller's model keeps its dtype and mode
     spatial = y.shape[2:]
     position = tuple(n // 2 for n in spatial) if position is None else tuple(np.atleast_1d(position))
     if len(position) != len(spatial) or not all(0 <= i < n for i, n in zip(position, spatial, strict=True)):
         raise ValueError(f"position must index the output's spatial shape {tuple(spatial)}, got {position}")
-    (grad,) = torch.autograd.grad(y[(0, 0, *position)], x)
-    return grad[0].abs().sum(dim=0).numpy() > 0
+    (grad,) = torch.autograd.grad(y[(slice(None), slice(None), *position)].sum(), x)
+    return grad.abs().sum(dim=(0, 1)).numpy() > 0
 
 
 def mask_extent(mask) -> tuple[int, ...]:

@@ -106,6 +106,21 @@ def test_receptive_field_mask_in_two_dimensions_and_dilated_holes():
         cnn.mask_extent(np.zeros(4))
 
 
+def test_receptive_field_mask_is_not_fooled_by_relus():
+    """A ReLU that is off for one random input hides pixels; the union over many inputs finds them all."""
+    one_input = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        linear = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Conv2d(2, 1, 3, dilation=2))
+        rectified = torch.nn.Sequential(linear[0], torch.nn.ReLU(), linear[1], torch.nn.ReLU())
+        expected = cnn.receptive_field_mask(linear, (1, 15, 15))
+        assert cnn.mask_extent(expected) == (7, 7) and expected.sum() == 49
+        assert np.array_equal(cnn.receptive_field_mask(rectified, (1, 15, 15), n_samples=64), expected)
+        one_input.append(cnn.receptive_field_mask(rectified, (1, 15, 15), n_samples=1).sum())
+    assert min(one_input) < 49  # a single input is not enough
+    assert rectified.training  # the caller's model keeps its mode
+
+
 def mask_box(mask):
     rows, cols = np.nonzero(mask)
     return (rows.min(), rows.max() + 1), (cols.min(), cols.max() + 1)
