@@ -1,4 +1,5 @@
-"""Chapter 04 — convolutional networks: convolution four ways, layer arithmetic, pooling.
+"""Chapter 04 — convolutional networks: convolution four ways, layer arithmetic, receptive fields, pooling,
+torch modules (locally connected, causal, LeNet) and word embeddings (skip-gram with negative sampling).
 
 Conventions: a true convolution flips the kernel, ``(f * h)[u] = sum_t f[t] h[u - t]``; what deep-learning
 libraries call convolution is cross-correlation, ``(h ⋆ f)[u] = sum_t h[t] f[u + t]``. Images are
