@@ -245,8 +245,10 @@ def receptive_field_mask(model, input_shape, position=None, n_samples: int = 8) 
     (C, L) or (C, H, W) without the batch axis; `position` defaults to the centre of the output. Returns a bool
     array of shape (L,) or (H, W)."""
     input_shape = tuple(input_shape)
-    if len(input_shape) not in (2, 3) or any(positive_int(n, "input_shape") < 1 for n in input_shape):
-        raise ValueError(f"input_shape must be (C, L) or (C, H, W) of positive ints, got {input_shape}")
+    if len(input_shape) not in (2, 3):
+        raise ValueError(f"input_shape must be (C, L) or (C, H, W), got {input_shape}")
+    for n in input_shape:
+        positive_int(n, "input_shape entries")
     generator = torch.Generator().manual_seed(0)
     shape = (positive_int(n_samples, "n_samples"), *input_shape)
     x = torch.randn(shape, dtype=torch.float64, generator=generator, requires_grad=True)
@@ -433,6 +435,15 @@ def within_across_cosine(X, labels) -> tuple[float, float]:
     if not (same & distinct).any() or same.all():
         raise ValueError("labels must have at least two groups and a group with two members")
     return float(similarity[same & distinct].mean()), float(similarity[~same].mean())
+
+
+def principal_components(X, k: int = 2) -> np.ndarray:
+    """The rows of X (N, dim), centred, projected on their k leading principal directions: (N, k)."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or not 1 <= positive_int(k, "k") <= min(X.shape):
+        raise ValueError(f"X must be (N, dim) with k <= min(N, dim), got shape {X.shape} and k = {k}")
+    centred = X - X.mean(axis=0)
+    return centred @ np.linalg.svd(centred, full_matrices=False)[2][:k].T
 
 
 def random_walks(G, n_walks: int, length: int, rng=None) -> list[np.ndarray]:

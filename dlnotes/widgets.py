@@ -557,7 +557,13 @@ def receptive_field_explorer() -> widgets.VBox:
 def deepwalk_training() -> widgets.VBox:
     """DeepWalk embeddings of the karate club after a number of epochs of skip-gram with negative sampling,
     projected on their first two principal components and coloured by faction (04.26)."""
-    from .cnn import random_walks, skipgram_neg_sampling, skipgram_pairs, within_across_cosine
+    from .cnn import (
+        principal_components,
+        random_walks,
+        skipgram_neg_sampling,
+        skipgram_pairs,
+        within_across_cosine,
+    )
     from .data import load_karate_club
 
     G, club = load_karate_club()
@@ -569,8 +575,7 @@ def deepwalk_training() -> widgets.VBox:
         X, _ = skipgram_neg_sampling(
             pairs, len(club), dim=16, epochs=epochs, lr=0.02, batch=256, counts=visits, rng=0
         )
-        centred = X - X.mean(axis=0)
-        Z = centred @ np.linalg.svd(centred, full_matrices=False)[2][:2].T
+        Z = principal_components(X)
         within, across = within_across_cosine(X, club)
         fig, ax = plt.subplots(figsize=(5.5, 4.5))
         for faction, marker in ((0, "o"), (1, "s")):

@@ -248,3 +248,14 @@ def test_within_across_cosine_against_a_double_loop():
         cnn.within_across_cosine(X, labels[:5])
     with pytest.raises(ValueError, match="two groups"):
         cnn.within_across_cosine(X, np.zeros(9))
+
+
+def test_principal_components_match_sklearn_up_to_sign():
+    from sklearn.decomposition import PCA
+
+    X = rng.normal(size=(30, 6)) @ rng.normal(size=(6, 6))
+    Z, reference = cnn.principal_components(X, 3), PCA(3).fit_transform(X)
+    assert np.allclose(np.abs(Z), np.abs(reference), atol=1e-10)
+    assert np.allclose(Z * np.sign(Z[0]), reference * np.sign(reference[0]), atol=1e-10)
+    with pytest.raises(ValueError, match="k <= min"):
+        cnn.principal_components(X[:2], 3)
