@@ -1,16 +1,21 @@
-"""Sphinx extension of the book: offline scripts and the concept map.
+"""Sphinx extension of the book: offline scripts, the concept map, and what the build tells the notebooks.
 
 * MathJax and the ipywidgets renderer come from npm (``npm ci``, pinned in package-lock.json)
   and are copied into ``_build/html/_vendor/`` after the build, outside ``_static/``, so the
   website needs no CDN. ``_config.yml`` points ``mathjax_path`` and ``nb_ipywidgets_js`` there.
 * The ``{concept-map}`` directive renders, from ``concepts.yml`` and the notebooks, every concept
   with the sections whose ``check("CC.NN", ...)`` tests it and the dlnotes functions involved.
+* Before a notebook executes, ``DLNOTES_NOTEBOOK`` names it, so that ``dlnotes.check`` can log which checks
+  ran where (when ``DLNOTES_CHECK_LOG`` is set, as ``scripts/build_book.py`` does).
+* Two extensions of Jupyter Book leave open whether they are safe to read in parallel; they are, and saying
+  so lets ``scripts/build_book.py`` execute notebooks on several cores.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import shutil
 from collections import defaultdict
@@ -67,6 +72,11 @@ def drop_thebe(app: Sphinx, pagename: str, templatename: str, context: dict, doc
             for js in context["script_files"]
             if "thebe" not in f"{js.filename} {js.attributes.get('body', '')}".lower()
         ]
+
+
+def name_the_notebook(app: Sphinx, docname: str, source: list[str]) -> None:
+    """Read before the page's notebook executes: its kernel inherits the name."""
+    os.environ["DLNOTES_NOTEBOOK"] = docname
 
 
 # ----------------------------------------------------------------------------- concept map
@@ -158,8 +168,23 @@ class ConceptMap(SphinxDirective):
         return self.parse_text_to_nodes("\n".join(lines))
 
 
+# Extensions of Jupyter Book that do not declare whether Sphinx may read documents in parallel. Both are
+# safe to read in parallel: sphinx_multitoc_numbering only renumbers the toctree after reading, in the main
+# process, and sphinx_jupyterbook_latex only acts for the LaTeX builder.
+PARALLEL_READ_SAFE = ("sphinx_multitoc_numbering", "sphinx_jupyterbook_latex")
+
+
+def declare_parallel_read_safe(app: Sphinx, config) -> None:
+    """Let the book's notebooks execute on several cores (`jobs` > 1) by declaring what the authors left open."""
+    for name in PARALLEL_READ_SAFE:
+        if name in app.extensions and app.extensions[name].parallel_read_safe is None:
+            app.extensions[name].parallel_read_safe = True
+
+
 def setup(app: Sphinx) -> dict:
+    app.connect("config-inited", declare_parallel_read_safe)
     app.connect("builder-inited", check_vendor)
+    app.connect("source-read", name_the_notebook)
     app.connect("build-finished", copy_vendor)
     app.connect("html-page-context", drop_thebe)
     app.add_js_file(f"../_vendor/{COMPAT.name}", priority=200)  # before MathJax (500)

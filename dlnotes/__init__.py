@@ -1,13 +1,28 @@
 """dlnotes — the helper package of an executable deep-learning textbook.
 
-Each chapter has a module (``dlnotes.connectionism``, ...); the shared ones are
-``data``, ``training``, ``plotting``, ``widgets`` and ``checks``. The few names
-every notebook needs are re-exported here.
+Each chapter has a module (``dlnotes.connectionism``, ...); the shared ones are ``activations``, ``checks``,
+``data``, ``embeddings``, ``plotting``, ``text``, ``training``, ``validation`` and the ``widgets`` package.
+The few names every notebook needs are re-exported here.
 """
 
 from .checks import check
 from .plotting import use_style
-from .training import device, seed_everything
+from .training import device, seed_everything, use_threads
 
-__version__ = "0.1.0"
-__all__ = ["check", "device", "seed_everything", "use_style"]
+__version__ = "0.2.0"  # the one place of the version: pyproject.toml and the notebooks' setup cells read it
+__all__ = ["check", "device", "seed_everything", "setup_notebook", "use_style", "use_threads"]
+
+
+def setup_notebook(version: str) -> int:
+    """What the first cell of every notebook does: make sure the installed dlnotes is the `version` the notebook
+    was written for, seed every random generator (``DLNOTES_SEED``), set the thread count (``DLNOTES_THREADS``)
+    and the figure style. Returns the seed."""
+    if version != __version__:
+        raise RuntimeError(
+            f"this notebook was written for dlnotes {version}, but dlnotes {__version__} is installed: run the "
+            "%pip line of the notebook's first cell with --force-reinstall added, then restart the kernel"
+        )
+    seed = seed_everything()
+    use_threads()
+    use_style()
+    return seed

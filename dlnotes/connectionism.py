@@ -16,38 +16,39 @@ from typing import NamedTuple
 import numpy as np
 import scipy.optimize
 
-from .validation import as_matrix
+from .validation import (
+    check_array,
+    check_choice,
+    check_int,
+    check_labels,
+    check_matrix,
+    check_number,
+    check_positive,
+    check_rng,
+    check_vector,
+)
 
 # ----------------------------------------------------------------------------- validation
 
 
-def _labels(y, s: int, name: str = "y") -> np.ndarray:
-    y = np.asarray(y)
-    if y.shape != (s,) or not np.isin(y, (-1, 1)).all():
-        raise ValueError(f"{name} must be an array of {s} labels in {{-1, +1}}, got shape {y.shape}")
-    return y.astype(np.float64)
-
-
-def _vector(v, n: int, name: str) -> np.ndarray:
-    v = np.asarray(v, dtype=np.float64)
-    if v.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {v.shape}")
-    return v
+def _signs(y, s: int, name: str = "y") -> np.ndarray:
+    return check_labels(y, name, s, values=(-1, 1)).astype(np.float64)
 
 
 def _spins(x, n: int | None = None, name: str = "x") -> np.ndarray:
-    x = np.asarray(x)
+    """Hopfield states in {-1, +1}: one (n,) or a batch (m, n)."""
+    x = check_array(x, name)
     if x.ndim not in (1, 2) or (n is not None and x.shape[-1] != n) or not np.isin(x, (-1, 1)).all():
         size = "n" if n is None else n
         raise ValueError(
-            f"{name} must hold states in {{-1, +1}} of shape ({size},) or (m, {size}), got {x.shape}"
+            f"{name} must hold states in {{-1, +1}} of shape ({size},) or (m, {size}), got shape {x.shape}"
         )
-    return x.astype(np.float64)
+    return x
 
 
 def _weights(W) -> np.ndarray:
-    W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2 or W.shape[0] != W.shape[1]:
+    W = check_matrix(W, "W")
+    if W.shape[0] != W.shape[1]:
         raise ValueError(f"W must be a square matrix (n, n), got shape {W.shape}")
     return W
 
@@ -65,8 +66,8 @@ def sgn(z) -> np.ndarray:
 
 def signed_distance(X, w, b: float) -> np.ndarray:
     """Signed distance ``(w^T x + b) / ||w||`` of each row of `X` (s, n) to ``{x : w^T x + b = 0}``."""
-    X = as_matrix(X)
-    w = _vector(w, X.shape[1], "w")
+    X = check_matrix(X, "X")
+    w = check_vector(w, "w", X.shape[1])
     norm = np.linalg.norm(w)
     if norm == 0:
         raise ValueError("w must be non-zero: w = 0 defines no hyperplane")
@@ -75,8 +76,8 @@ def signed_distance(X, w, b: float) -> np.ndarray:
 
 def project_onto_hyperplane(X, w, b: float) -> np.ndarray:
     """Orthogonal projection ``x - (w^T x + b) w / ||w||^2`` of each row of `X` onto ``w^T x + b = 0``."""
-    X = as_matrix(X)
-    w = _vector(w, X.shape[1], "w")
+    X = check_matrix(X, "X")
+    w = check_vector(w, "w", X.shape[1])
     return X - np.outer(signed_distance(X, w, b), w / np.linalg.norm(w))
 
 
@@ -85,7 +86,7 @@ def in_general_position(X, tol: float = 1e-9) -> bool:
 
     It suffices to test the subsets of size ``min(s, n)``: subsets of independent sets are independent.
     """
-    X = as_matrix(X)
+    X = check_matrix(X, "X")
     s, n = X.shape
     k = min(s, n)
     return all(
@@ -98,10 +99,8 @@ def in_general_position(X, tol: float = 1e-9) -> bool:
 
 def mp_neuron(x, sigma, theta: float) -> np.ndarray:
     """McCulloch–Pitts unit ``1{sigma^T x >= theta}`` for binary inputs `x` (n,) or (m, n), ``sigma`` in {-1,1}^n."""
-    sigma = np.asarray(sigma)
-    if sigma.ndim != 1 or not np.isin(sigma, (-1, 1)).all():
-        raise ValueError(f"sigma must be a 1-D array with entries in {{-1, +1}}, got {sigma!r}")
-    x = np.asarray(x)
+    sigma = check_labels(sigma, "sigma", values=(-1, 1))
+    x = check_array(x, "x")
     if x.ndim not in (1, 2) or x.shape[-1] != len(sigma) or not np.isin(x, (0, 1)).all():
         raise ValueError(
             f"x must be binary (0/1) of shape ({len(sigma)},) or (m, {len(sigma)}), got {x.shape}"
@@ -109,9 +108,14 @@ def mp_neuron(x, sigma, theta: float) -> np.ndarray:
     return (x @ sigma >= theta).astype(np.int64)
 
 
-def delta_rule(W: np.ndarray, X: np.ndarray, T: np.ndarray, A: np.ndarray, eta: float) -> np.ndarray:
-    """Full-batch delta (LMS) rule ``W + eta * mean_k (t_k - a_k) x_k^T``."""
-    return W + eta * (T - A).T @ X / len(X)
+def delta_rule(W, X, T, A, eta: float) -> np.ndarray:
+    """Full-batch delta (LMS) rule ``W + eta * mean_k (t_k - a_k) x_k^T`` for inputs X (s, n), targets T and
+    activations A (s, m), weights W (m, n)."""
+    X = check_matrix(X, "X")
+    T = check_matrix(T, "T", len(X))
+    A = check_matrix(A, "A", *T.shape)
+    W = check_matrix(W, "W", T.shape[1], X.shape[1])
+    return W + check_positive(eta, "eta") * (T - A).T @ X / len(X)
 
 
 @dataclass
@@ -150,19 +154,18 @@ class PDPNetwork:
 # ----------------------------------------------------------------------------- 1.2 perceptron
 
 
-def make_separable(n_points: int, dim: int, margin: float, seed: int | None = None):
-    """Gaussian points in R^dim labelled by a random unit ``w_star``, keeping only ``|w_star^T x| >= margin``.
+class SeparableData(NamedTuple):
+    X: np.ndarray  # (n_points, dim)
+    y: np.ndarray  # labels in {-1, +1}
+    w_star: np.ndarray  # the unit normal of the separating hyperplane through the origin
 
-    Returns ``(X, y, w_star)`` with X (n_points, dim), y in {-1,+1}: separable through the origin
-    with margin at least `margin`.
-    """
-    if not isinstance(n_points, int) or n_points < 1:
-        raise ValueError(f"n_points must be a positive int, got {n_points!r}")
-    if not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim must be a positive int, got {dim!r}")
-    if not 0 <= margin < 2:
-        raise ValueError(f"margin must lie in [0, 2) (distance in units of the data's std), got {margin!r}")
-    rng = np.random.default_rng(seed)
+
+def make_separable(n_points: int, dim: int, margin: float, rng=None) -> SeparableData:
+    """Gaussian points in R^dim labelled by a random unit ``w_star``, keeping only ``|w_star^T x| >= margin``:
+    separable through the origin with margin at least `margin`."""
+    n_points, dim = check_int(n_points, "n_points", 1), check_int(dim, "dim", 1)
+    margin = check_number(margin, "margin", 0, 2, high_open=True)  # in units of the data's std
+    rng = check_rng(rng)
     w_star = rng.normal(size=dim)
     w_star /= np.linalg.norm(w_star)
     X = np.empty((0, dim))
@@ -170,7 +173,7 @@ def make_separable(n_points: int, dim: int, margin: float, seed: int | None = No
         Z = rng.normal(size=(2 * n_points, dim))
         X = np.vstack([X, Z[np.abs(Z @ w_star) >= margin]])
     X = X[:n_points]
-    return X, sgn(X @ w_star), w_star
+    return SeparableData(X, sgn(X @ w_star), w_star)
 
 
 class PerceptronResult(NamedTuple):
@@ -186,11 +189,10 @@ def perceptron_train(X, y, max_epochs: int = 100, bias: bool = True, w0=None) ->
     Sweeps the data in order until an epoch without mistakes or `max_epochs`.
     With ``bias=False`` the bias stays 0 (a homogeneous separator).
     """
-    X = as_matrix(X)
-    y = _labels(y, len(X))
-    if not isinstance(max_epochs, int) or max_epochs < 1:
-        raise ValueError(f"max_epochs must be a positive int, got {max_epochs!r}")
-    w = np.zeros(X.shape[1]) if w0 is None else _vector(w0, X.shape[1], "w0").copy()
+    X = check_matrix(X, "X")
+    y = _signs(y, len(X))
+    max_epochs = check_int(max_epochs, "max_epochs", 1)
+    w = np.zeros(X.shape[1]) if w0 is None else check_vector(w0, "w0", X.shape[1])
     b = 0.0
     ws, bs, mistakes = [w.copy()], [b], []
     for _ in range(max_epochs):
@@ -209,10 +211,10 @@ def perceptron_train(X, y, max_epochs: int = 100, bias: bool = True, w0=None) ->
     return PerceptronResult(w, b, len(ws) - 1, history)
 
 
-def geometric_margin(w, b: float, X, y) -> float:
+def geometric_margin(X, y, w, b: float) -> float:
     """Margin of the data set, ``min_i y_i (w^T x_i + b) / ||w||``; positive iff (w, b) separates it."""
-    X = as_matrix(X)
-    y = _labels(y, len(X))
+    X = check_matrix(X, "X")
+    y = _signs(y, len(X))
     return float(np.min(y * signed_distance(X, w, b)))
 
 
@@ -222,8 +224,8 @@ def separating_weights(X, y, homogeneous: bool = True) -> np.ndarray | None:
     Returns w (n,) with ``homogeneous=True`` (hyperplanes through the origin), else ``(w, b)`` stacked (n+1,).
     Strict separability ``y_i (w^T x_i + b) > 0`` is equivalent: rescale w until the smallest value is 1.
     """
-    X = as_matrix(X)
-    y = _labels(y, len(X))
+    X = check_matrix(X, "X")
+    y = _signs(y, len(X))
     if not homogeneous:
         X = np.hstack([X, np.ones((len(X), 1))])
     res = scipy.optimize.linprog(
@@ -243,10 +245,15 @@ def is_linearly_separable(X, y, homogeneous: bool = True) -> bool:
     return separating_weights(X, y, homogeneous) is not None
 
 
-def max_margin_classifier(X, y) -> tuple[np.ndarray, float]:
+class Hyperplane(NamedTuple):
+    w: np.ndarray  # normal vector (n,)
+    b: float  # offset: the hyperplane is w^T x + b = 0
+
+
+def max_margin_classifier(X, y) -> Hyperplane:
     """Hard-margin SVM: ``min ||w||^2 / 2`` s.t. ``y_i (w^T x_i + b) >= 1``; its margin is ``1/||w||``."""
-    X = as_matrix(X)
-    y = _labels(y, len(X))
+    X = check_matrix(X, "X")
+    y = _signs(y, len(X))
     if not is_linearly_separable(X, y, homogeneous=False):
         raise ValueError("X, y must be linearly separable for a hard-margin classifier")
     n = X.shape[1]
@@ -261,16 +268,16 @@ def max_margin_classifier(X, y) -> tuple[np.ndarray, float]:
     )
     if not res.success:
         raise RuntimeError(f"SLSQP did not converge: {res.message}")
-    return res.x[:n], float(res.x[n])
+    return Hyperplane(res.x[:n], float(res.x[n]))
 
 
 def version_space_fraction(X, y, n_angles: int = 3600) -> float:
     """Fraction of unit vectors ``w = (cos t, sin t)`` on a grid of angles with ``y_i w^T x_i > 0`` for all i (2-D, b = 0)."""
-    X = as_matrix(X)
-    y = _labels(y, len(X))
+    X = check_matrix(X, "X")
+    y = _signs(y, len(X))
     if X.shape[1] != 2:
         raise ValueError(f"X must be 2-D data of shape (s, 2), got {X.shape}")
-    t = np.linspace(0, 2 * np.pi, n_angles, endpoint=False)
+    t = np.linspace(0, 2 * np.pi, check_int(n_angles, "n_angles", 1), endpoint=False)
     W = np.stack([np.cos(t), np.sin(t)], axis=1)
     return float(np.mean(np.all(y * (W @ X.T) > 0, axis=1)))
 
@@ -284,10 +291,8 @@ def cover_count(s: int, n: int) -> int:
     The number of dichotomies of s >= 1 points in general position in R^n that a hyperplane through
     the origin realises; ``C(s, 0) = 0``, so that ``C(s+1, n) = C(s, n) + C(s, n-1)`` holds for all n >= 1.
     """
-    for name, v, low in (("s", s, 1), ("n", n, 0)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-    return 2 * sum(comb(int(s) - 1, i) for i in range(int(n)))
+    s, n = check_int(s, "s", 1), check_int(n, "n", 0)
+    return 2 * sum(comb(s - 1, i) for i in range(n))
 
 
 def count_dichotomies_bruteforce(X, homogeneous: bool = True) -> int:
@@ -295,7 +300,7 @@ def count_dichotomies_bruteforce(X, homogeneous: bool = True) -> int:
 
     y is separable iff -y is, so only labelings with ``y_0 = +1`` are solved and the count doubled.
     """
-    X = as_matrix(X)
+    X = check_matrix(X, "X")
     count = 0
     for rest in itertools.product((-1, 1), repeat=len(X) - 1):
         count += is_linearly_separable(X, np.array((1, *rest)), homogeneous=homogeneous)
@@ -318,7 +323,7 @@ def hopfield_energy(x, W, b=None) -> np.ndarray:
     W = _weights(W)
     n = len(W)
     x = _spins(x, n)
-    b = np.zeros(n) if b is None else _vector(b, n, "b")
+    b = np.zeros(n) if b is None else check_vector(b, "b", n)
     return -0.5 * np.einsum("...i,ij,...j->...", x, W, x) + x @ b
 
 
@@ -327,12 +332,17 @@ def hopfield_is_fixed_point(x, W, b=None) -> np.ndarray:
     W = _weights(W)
     n = len(W)
     x = _spins(x, n)
-    b = np.zeros(n) if b is None else _vector(b, n, "b")
+    b = np.zeros(n) if b is None else check_vector(b, "b", n)
     return np.all(sgn(x @ W.T - b) == x, axis=-1)
 
 
-def hopfield_run(x0, W, b=None, mode: str = "async", max_sweeps: int = 100, rng=None):
-    """Run Hopfield dynamics from `x0` (n,) until a fixed point or `max_sweeps`; return ``(x, energies)``.
+class HopfieldRun(NamedTuple):
+    x: np.ndarray  # the final state (n,)
+    energies: np.ndarray  # E after every update (async: every single-unit update; sync: every step)
+
+
+def hopfield_run(x0, W, b=None, mode: str = "async", max_sweeps: int = 100, rng=None) -> HopfieldRun:
+    """Run Hopfield dynamics from `x0` (n,) until a fixed point or `max_sweeps`.
 
     ``mode="async"``: one unit at a time, in a random order each sweep, ``x_i <- sgn(sum_j w_ij x_j - b_i)``;
     `energies` holds E after every single-unit update (never increasing).
@@ -345,15 +355,13 @@ def hopfield_run(x0, W, b=None, mode: str = "async", max_sweeps: int = 100, rng=
         raise ValueError(
             "W must be symmetric with zero diagonal: only then do the dynamics descend the energy"
         )
-    x = _spins(x0, n, "x0").copy()
+    x = _spins(x0, n, "x0")
     if x.ndim != 1:
         raise ValueError(f"x0 must be a single state of shape ({n},), got {x.shape}")
-    b = np.zeros(n) if b is None else _vector(b, n, "b")
-    if mode not in ("async", "sync"):
-        raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
-    if not isinstance(max_sweeps, int) or max_sweeps < 1:
-        raise ValueError(f"max_sweeps must be a positive int, got {max_sweeps!r}")
-    rng = np.random.default_rng(rng)
+    b = np.zeros(n) if b is None else check_vector(b, "b", n)
+    mode = check_choice(mode, "mode", ("async", "sync"))
+    max_sweeps = check_int(max_sweeps, "max_sweeps", 1)
+    rng = check_rng(rng)
     energies = [float(hopfield_energy(x, W, b))]
     for _ in range(max_sweeps):
         if mode == "sync":
@@ -372,7 +380,7 @@ def hopfield_run(x0, W, b=None, mode: str = "async", max_sweeps: int = 100, rng=
                 x[i] = x_i
         if not changed:
             break
-    return x, np.array(energies)
+    return HopfieldRun(x, np.array(energies))
 
 
 def crosstalk(patterns) -> np.ndarray:
@@ -393,11 +401,8 @@ def flip_bits(x, n_flips: int, rng=None) -> np.ndarray:
     x = _spins(x)
     if x.ndim != 1:
         raise ValueError(f"x must be a single state (n,), got shape {x.shape}")
-    if not isinstance(n_flips, (int, np.integer)) or not 0 <= n_flips <= len(x):
-        raise ValueError(f"n_flips must be an int in [0, {len(x)}], got {n_flips!r}")
-    rng = np.random.default_rng(rng)
-    x = x.copy()
-    x[rng.choice(len(x), size=int(n_flips), replace=False)] *= -1
+    n_flips = check_int(n_flips, "n_flips", 0, len(x))
+    x[check_rng(rng).choice(len(x), size=n_flips, replace=False)] *= -1
     return x
 
 
@@ -405,9 +410,8 @@ def recall_rate(patterns, n_flips: int, n_trials: int = 100, rng=None) -> float:
     """Fraction of trials in which a Hebbian network, started from a stored pattern with `n_flips`
     flipped units, runs (asynchronously) back to exactly that pattern. Trials cycle over the patterns."""
     P = np.atleast_2d(_spins(patterns, name="patterns"))
-    if not isinstance(n_trials, int) or n_trials < 1:
-        raise ValueError(f"n_trials must be a positive int, got {n_trials!r}")
-    rng = np.random.default_rng(rng)
+    n_trials = check_int(n_trials, "n_trials", 1)
+    rng = check_rng(rng)
     W = hopfield_hebbian(P)
     hits = 0
     for trial in range(n_trials):
@@ -426,8 +430,8 @@ def digit_prototypes(digits=(0, 1, 7)) -> np.ndarray:
     from .data import load_digits
 
     images, labels = load_digits()
-    digits = list(digits)
-    if not digits or not set(digits) <= set(range(10)) or len(set(digits)) != len(digits):
+    digits = [check_int(d, "digits entries", 0, 9) for d in digits]
+    if not digits or len(set(digits)) != len(digits):
         raise ValueError(f"digits must be distinct integers in 0..9, got {digits!r}")
     X = images.reshape(len(images), -1)
     return np.array([sgn(X[labels == d].mean(axis=0) - X.mean(axis=0)) for d in digits], dtype=np.float64)

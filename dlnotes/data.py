@@ -21,11 +21,14 @@ loader                        source                                          li
 from __future__ import annotations
 
 from importlib import resources
+from typing import NamedTuple
 
 import networkx as nx
 import numpy as np
 import sklearn.datasets
 import sklearn.model_selection
+
+from .validation import check_choice, check_number, check_rng
 
 FASHION_CLASSES = (
     "T-shirt/top",
@@ -51,22 +54,25 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     return digits.images.astype(np.float64), digits.target.astype(np.int64)
 
 
-def load_digits_split(test_size: float = 0.25, random_state: int = 0):
-    """Digits as flat vectors (s, 64), split into stratified train/test sets and standardised with the
-    training mean and standard deviation (pixels that are constant in training are left unscaled).
+class Split(NamedTuple):
+    X_train: np.ndarray
+    X_test: np.ndarray
+    y_train: np.ndarray
+    y_test: np.ndarray
 
-    Returns ``(X_train, X_test, y_train, y_test)``; the split depends only on `random_state`.
-    """
-    if not 0 < test_size < 1:
-        raise ValueError(f"test_size must lie in (0, 1), got {test_size!r}")
+
+def load_digits_split(test_size: float = 0.25, rng=None) -> Split:
+    """Digits as flat vectors (s, 64), split into stratified train/test sets (drawn from `rng`) and
+    standardised with the training mean and standard deviation (pixels constant in training stay unscaled)."""
+    test_size = check_number(test_size, "test_size", 0, 1, low_open=True, high_open=True)
     images, labels = load_digits()
     X = images.reshape(len(images), -1)
     X_train, X_test, y_train, y_test = sklearn.model_selection.train_test_split(
-        X, labels, test_size=test_size, stratify=labels, random_state=random_state
+        X, labels, test_size=test_size, stratify=labels, random_state=int(check_rng(rng).integers(2**31))
     )
     mean, std = X_train.mean(axis=0), X_train.std(axis=0)
     std[std == 0] = 1.0
-    return (X_train - mean) / std, (X_test - mean) / std, y_train, y_test
+    return Split((X_train - mean) / std, (X_test - mean) / std, y_train, y_test)
 
 
 def load_diabetes() -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -83,8 +89,7 @@ def load_fashion_mnist(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     4 000 (400 per class), taken in file order from the official splits by
     ``scripts/make_fashion_mnist.py``. Class names: ``FASHION_CLASSES``.
     """
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    split = check_choice(split, "split", ("train", "test"))
     with _datafile("fashion_mnist_subset.npz").open("rb") as f, np.load(f) as arrays:
         return arrays[f"X_{split}"], arrays[f"y_{split}"].astype(np.int64)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import itertools
 from math import comb
+from typing import NamedTuple
 
 import numpy as np
 import scipy.optimize
@@ -16,20 +17,30 @@ import scipy.special
 import torch
 from torch import nn
 
-from .validation import as_matrix, positive, positive_int
+from .activations import get_activation, log_softmax, relu, sigmoid, softmax
+from .validation import (
+    check_array,
+    check_callable,
+    check_int,
+    check_labels,
+    check_matrix,
+    check_number,
+    check_positive,
+    check_rng,
+    check_vector,
+)
 
 # ----------------------------------------------------------------------------- validation
 
 
-def _targets(y, s: int, name: str = "y") -> np.ndarray:
-    y = np.asarray(y, dtype=np.float64)
-    if y.shape != (s,):
-        raise ValueError(f"{name} must have shape ({s},) to match X, got {y.shape}")
-    return y
+def _data(X, y) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs X (s, n) and real targets y (s,)."""
+    X = check_matrix(X, "X")
+    return X, check_vector(y, "y", len(X))
 
 
 def _pmf(p, name: str) -> np.ndarray:
-    p = np.asarray(p, dtype=np.float64)
+    p = check_array(p, name)
     if p.ndim == 0 or (p < 0).any() or not np.allclose(p.sum(axis=-1), 1.0):
         raise ValueError(f"{name} must hold probabilities >= 0 summing to 1 along the last axis")
     return p
@@ -40,11 +51,9 @@ def _pmf(p, name: str) -> np.ndarray:
 
 def gaussian_pdf(X, mu, Sigma) -> np.ndarray:
     """Density ``N(x; mu, Sigma) = exp(-(x-mu)^T Sigma^{-1} (x-mu) / 2) / sqrt((2 pi)^d det Sigma)`` of each row of X."""
-    X = as_matrix(X)
+    X = check_matrix(X, "X")
     d = X.shape[1]
-    mu, Sigma = np.asarray(mu, dtype=np.float64), np.asarray(Sigma, dtype=np.float64)
-    if mu.shape != (d,) or Sigma.shape != (d, d):
-        raise ValueError(f"mu must be ({d},) and Sigma ({d}, {d}), got {mu.shape} and {Sigma.shape}")
+    mu, Sigma = check_vector(mu, "mu", d), check_matrix(Sigma, "Sigma", d, d)
     diff = X - mu
     quad = np.einsum("ij,ij->i", diff @ np.linalg.inv(Sigma), diff)
     return np.exp(-0.5 * quad) / np.sqrt((2 * np.pi) ** d * np.linalg.det(Sigma))
@@ -52,7 +61,7 @@ def gaussian_pdf(X, mu, Sigma) -> np.ndarray:
 
 def gaussian_mle(X) -> tuple[np.ndarray, np.ndarray]:
     """Maximum-likelihood mean and (biased, 1/s) covariance of the rows of X."""
-    X = as_matrix(X)
+    X = check_matrix(X, "X")
     mu = X.mean(axis=0)
     return mu, (X - mu).T @ (X - mu) / len(X)
 
@@ -79,19 +88,17 @@ def kl(p, q) -> np.ndarray:
 # ----------------------------------------------------------------------------- 2.1 linear regression
 
 
-def least_squares_loss(w, X, y) -> float:
+def least_squares_loss(X, y, w) -> float:
     """``h[w] = ||X w - y||^2 / (2s)``."""
-    X = as_matrix(X)
-    y = _targets(y, len(X))
-    r = X @ np.asarray(w, dtype=np.float64) - y
+    X, y = _data(X, y)
+    r = X @ check_vector(w, "w", X.shape[1]) - y
     return float(r @ r / (2 * len(X)))
 
 
-def least_squares_grad(w, X, y) -> np.ndarray:
+def least_squares_grad(X, y, w) -> np.ndarray:
     """Gradient ``X^T (X w - y) / s`` of the mean squared loss."""
-    X = as_matrix(X)
-    y = _targets(y, len(X))
-    return X.T @ (X @ np.asarray(w, dtype=np.float64) - y) / len(X)
+    X, y = _data(X, y)
+    return X.T @ (X @ check_vector(w, "w", X.shape[1]) - y) / len(X)
 
 
 def lstsq_closed_form(X, y, ridge: float = 0.0) -> np.ndarray:
@@ -100,10 +107,8 @@ def lstsq_closed_form(X, y, ridge: float = 0.0) -> np.ndarray:
     ``ridge = 0``: least squares (X must have full column rank); ``ridge = lam > 0``: the minimiser of
     ``||X w - y||^2 / 2 + lam ||w||^2 / 2`` (for the ``1/(2s)`` loss pass ``s * lam``).
     """
-    X = as_matrix(X)
-    y = _targets(y, len(X))
-    if not np.isscalar(ridge) or ridge < 0:
-        raise ValueError(f"ridge must be a number >= 0, got {ridge!r}")
+    X, y = _data(X, y)
+    ridge = check_number(ridge, "ridge", 0)
     A = X.T @ X + ridge * np.eye(X.shape[1])
     if ridge == 0 and np.linalg.matrix_rank(A) < X.shape[1]:
         raise ValueError("X^T X is singular (X lacks full column rank): use ridge > 0 or np.linalg.pinv")
@@ -112,140 +117,104 @@ def lstsq_closed_form(X, y, ridge: float = 0.0) -> np.ndarray:
 
 def ridge_dual(X, y, lam: float) -> np.ndarray:
     """Ridge solution in the push-through ("dual") form ``X^T (X X^T + lam I)^{-1} y``."""
-    X = as_matrix(X)
-    y = _targets(y, len(X))
-    lam = positive(lam, "lam")
+    X, y = _data(X, y)
+    lam = check_positive(lam, "lam")
     return X.T @ np.linalg.solve(X @ X.T + lam * np.eye(len(X)), y)
 
 
 def pinv_via_ridge(X, eps: float) -> np.ndarray:
     """``(X^T X + eps I)^{-1} X^T``, which tends to the Moore–Penrose pseudo-inverse ``X^+`` as eps -> 0."""
-    X = as_matrix(X)
-    eps = positive(eps, "eps")
+    X = check_matrix(X, "X")
+    eps = check_positive(eps, "eps")
     return np.linalg.solve(X.T @ X + eps * np.eye(X.shape[1]), X.T)
 
 
-def gd_linear_regression(X, y, eta: float, steps: int, w0=None) -> tuple[np.ndarray, np.ndarray]:
-    """Gradient descent ``w <- w - eta X^T (X w - y) / s`` on the mean squared loss; returns (w, losses)."""
-    X = as_matrix(X)
-    y = _targets(y, len(X))
-    eta, steps = positive(eta, "eta"), positive_int(steps, "steps")
-    w = np.zeros(X.shape[1]) if w0 is None else np.array(w0, dtype=np.float64)
-    if w.shape != (X.shape[1],):
-        raise ValueError(f"w0 must have shape ({X.shape[1]},), got {w.shape}")
+class LinearFit(NamedTuple):
+    w: np.ndarray  # the final weights (n,)
+    losses: np.ndarray  # the loss before every step and after the last, (steps + 1,)
+
+
+def gd_linear_regression(X, y, eta: float, steps: int, w0=None) -> LinearFit:
+    """Gradient descent ``w <- w - eta X^T (X w - y) / s`` on the mean squared loss."""
+    X, y = _data(X, y)
+    eta, steps = check_positive(eta, "eta"), check_int(steps, "steps", 1)
+    w = np.zeros(X.shape[1]) if w0 is None else check_vector(w0, "w0", X.shape[1])
     losses = np.empty(steps + 1)
     for t in range(steps):
-        losses[t] = least_squares_loss(w, X, y)
-        w -= eta * least_squares_grad(w, X, y)
-    losses[steps] = least_squares_loss(w, X, y)
-    return w, losses
+        losses[t] = least_squares_loss(X, y, w)
+        w -= eta * least_squares_grad(X, y, w)
+    losses[steps] = least_squares_loss(X, y, w)
+    return LinearFit(w, losses)
 
 
 def sgd_lms(X, y, eta: float, steps: int, rng=None, w0=None) -> np.ndarray:
     """Stochastic gradient (LMS) steps ``w <- w + eta (y_i - w^T x_i) x_i`` with ``i`` uniform; returns w."""
-    X = as_matrix(X)
-    y = _targets(y, len(X))
-    eta, steps = positive(eta, "eta"), positive_int(steps, "steps")
-    rng = np.random.default_rng(rng)
-    w = np.zeros(X.shape[1]) if w0 is None else np.array(w0, dtype=np.float64)
-    for i in rng.integers(len(X), size=steps):
+    X, y = _data(X, y)
+    eta, steps = check_positive(eta, "eta"), check_int(steps, "steps", 1)
+    w = np.zeros(X.shape[1]) if w0 is None else check_vector(w0, "w0", X.shape[1])
+    for i in check_rng(rng).integers(len(X), size=steps):
         w += eta * (y[i] - w @ X[i]) * X[i]
     return w
 
 
-def gaussian_nll(w, X, y, sigma: float) -> float:
+def gaussian_nll(X, y, w, sigma: float) -> float:
     """Negative log-likelihood ``||y - X w||^2 / (2 sigma^2) + (s/2) log(2 pi sigma^2)`` of ``y = X w + noise``."""
-    X = as_matrix(X)
-    y = _targets(y, len(X))
-    sigma = positive(sigma, "sigma")
-    r = y - X @ np.asarray(w, dtype=np.float64)
+    X, y = _data(X, y)
+    sigma = check_positive(sigma, "sigma")
+    r = y - X @ check_vector(w, "w", X.shape[1])
     return float(r @ r / (2 * sigma**2) + len(X) / 2 * np.log(2 * np.pi * sigma**2))
 
 
 def polynomial_features(x, degree: int) -> np.ndarray:
     """The columns ``1, x, x^2, ..., x^degree`` of a 1-D input x (s,)."""
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 1:
-        raise ValueError(f"x must be 1-D (s,), got shape {x.shape}")
-    if not isinstance(degree, (int, np.integer)) or degree < 0:
-        raise ValueError(f"degree must be an int >= 0, got {degree!r}")
-    return x[:, None] ** np.arange(degree + 1)
+    x = check_vector(x, "x")
+    return x[:, None] ** np.arange(check_int(degree, "degree", 0) + 1)
 
 
 # ----------------------------------------------------------------------------- 2.2 logistic regression
 
 
-def sigmoid(z) -> np.ndarray:
-    """Logistic function ``1 / (1 + e^{-z})``, computed without overflow."""
-    return scipy.special.expit(np.asarray(z, dtype=np.float64))
-
-
 def bce_with_logits(z, y) -> float:
     """Mean binary cross-entropy ``-y log sigma(z) - (1-y) log(1 - sigma(z)) = log(1 + e^{-(2y-1) z})``, y in {0, 1}."""
-    z = np.asarray(z, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if z.shape != y.shape or not np.isin(y, (0, 1)).all():
-        raise ValueError(f"y must be labels in {{0, 1}} with the shape of z {z.shape}, got {y.shape}")
+    z = check_vector(z, "z")
+    y = check_labels(y, "y", len(z), values=(0, 1))
     return float(np.mean(np.logaddexp(0.0, -(2 * y - 1) * z)))
 
 
-def logistic_regression_grad(w, X, y) -> np.ndarray:
-    """Gradient ``X^T (sigma(X w) - y) / s`` of the mean binary cross-entropy of logits ``X w``."""
-    X = as_matrix(X)
-    y = _targets(y, len(X))
-    return X.T @ (sigmoid(X @ np.asarray(w, dtype=np.float64)) - y) / len(X)
+def logistic_regression_grad(X, y, w) -> np.ndarray:
+    """Gradient ``X^T (sigma(X w) - y) / s`` of the mean binary cross-entropy of logits ``X w``, y in {0, 1}."""
+    X = check_matrix(X, "X")
+    y = check_labels(y, "y", len(X), values=(0, 1))
+    return X.T @ (sigmoid(X @ check_vector(w, "w", X.shape[1])) - y) / len(X)
 
 
-def logistic_regression_hessian(w, X) -> np.ndarray:
+def logistic_regression_hessian(X, w) -> np.ndarray:
     """Hessian ``X^T diag(sigma (1 - sigma)) X / s`` of the mean binary cross-entropy of logits ``X w``."""
-    X = as_matrix(X)
-    q = sigmoid(X @ np.asarray(w, dtype=np.float64))
+    X = check_matrix(X, "X")
+    q = sigmoid(X @ check_vector(w, "w", X.shape[1]))
     return X.T @ ((q * (1 - q))[:, None] * X) / len(X)
-
-
-def softmax(z, axis: int = -1) -> np.ndarray:
-    """``exp(z_i) / sum_j exp(z_j)`` along `axis`; the maximum is subtracted first, so no overflow."""
-    z = np.asarray(z, dtype=np.float64)
-    e = np.exp(z - z.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def log_softmax(z, axis: int = -1) -> np.ndarray:
-    """``z_i - log sum_j exp(z_j)`` along `axis`, computed stably."""
-    z = np.asarray(z, dtype=np.float64)
-    return z - scipy.special.logsumexp(z, axis=axis, keepdims=True)
 
 
 def softmax_jacobian(z) -> np.ndarray:
     """Jacobian ``diag(s) - s s^T`` of the softmax of one logit vector z (K,): ``ds_i/dz_j = s_i (delta_ij - s_j)``."""
-    z = np.asarray(z, dtype=np.float64)
-    if z.ndim != 1:
-        raise ValueError(f"z must be one logit vector (K,), got shape {z.shape}")
-    s = softmax(z)
+    s = softmax(check_vector(z, "z"))
     return np.diag(s) - np.outer(s, s)
 
 
 def softmax_cross_entropy(z, y) -> float:
     """Mean ``-z_y + log sum_j exp(z_j) = -log softmax(z)_y`` over the rows of logits z (N, K), labels y (N,)."""
-    z = np.asarray(z, dtype=np.float64)
-    y = np.asarray(y)
-    if z.ndim != 2 or y.shape != z.shape[:1] or not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(
-            f"z must be (N, K) logits and y (N,) integer labels, got {z.shape} and {y.shape} {y.dtype}"
-        )
-    if ((y < 0) | (y >= z.shape[1])).any():
-        raise ValueError(f"labels y must lie in 0..{z.shape[1] - 1}")
+    z = check_matrix(z, "z")
+    y = check_labels(y, "y", len(z), n_classes=z.shape[1])
     return float(-np.mean(log_softmax(z)[np.arange(len(y)), y]))
 
 
 def softmax_regression(X, y, n_classes: int, eta: float, steps: int, lam: float = 0.0) -> np.ndarray:
     """Multinomial logistic regression by gradient descent on the mean softmax cross-entropy
     (+ ``lam ||W||^2 / 2``), gradient ``X~^T (softmax(X~ W) - Y) / s``; returns W (n+1, K), bias in the last row."""
-    X = as_matrix(X)
-    y = np.asarray(y)
-    if y.shape != (len(X),) or not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(f"y must be (s,) integer labels matching X, got {y.shape} {y.dtype}")
-    eta, steps = positive(eta, "eta"), positive_int(steps, "steps")
+    X = check_matrix(X, "X")
+    n_classes = check_int(n_classes, "n_classes", 2)
+    y = check_labels(y, "y", len(X), n_classes=n_classes)
+    eta, steps, lam = check_positive(eta, "eta"), check_int(steps, "steps", 1), check_number(lam, "lam", 0)
     Xb = np.hstack([X, np.ones((len(X), 1))])
     Y = np.eye(n_classes)[y]
     W = np.zeros((Xb.shape[1], n_classes))
@@ -254,33 +223,14 @@ def softmax_regression(X, y, n_classes: int, eta: float, steps: int, lam: float 
     return W
 
 
-def softmax_regression_logits(W, X) -> np.ndarray:
+def softmax_regression_logits(X, W) -> np.ndarray:
     """Logits ``[X, 1] W`` (N, K) of a model returned by `softmax_regression` (bias in the last row of W)."""
-    X = as_matrix(X)
-    W = as_matrix(W, "W")
-    if W.shape[0] != X.shape[1] + 1:
-        raise ValueError(
-            f"W must have {X.shape[1] + 1} rows (n weights and a bias) for X {X.shape}, got {W.shape}"
-        )
+    X = check_matrix(X, "X")
+    W = check_matrix(W, "W", X.shape[1] + 1)  # n weights and a bias per class
     return np.hstack([X, np.ones((len(X), 1))]) @ W
 
 
 # ----------------------------------------------------------------------------- 2.3 layers
-
-
-ACTIVATIONS = {
-    "relu": torch.relu,
-    "tanh": torch.tanh,
-    "sigmoid": torch.sigmoid,
-    "gelu": nn.functional.gelu,
-    "identity": lambda z: z,
-}
-
-
-def _activation(name: str):
-    if name not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {name!r}")
-    return ACTIVATIONS[name]
 
 
 class Dense(nn.Module):
@@ -288,7 +238,8 @@ class Dense(nn.Module):
 
     def __init__(self, n: int, m: int, activation: str = "relu"):
         super().__init__()
-        self.phi = _activation(activation)
+        n, m = check_int(n, "n", 1), check_int(m, "m", 1)
+        self.phi = get_activation(activation).torch
         bound = 1 / np.sqrt(n)  # the uniform initialisation of torch.nn.Linear
         self.W = nn.Parameter(torch.empty(m, n).uniform_(-bound, bound))
         self.b = nn.Parameter(torch.empty(m).uniform_(-bound, bound))
@@ -314,10 +265,10 @@ class MLP(nn.Sequential):
     """
 
     def __init__(self, sizes, activation: str = "relu", residual: bool = False):
-        sizes = list(sizes)
-        if len(sizes) < 2 or not all(isinstance(k, int) and k > 0 for k in sizes):
-            raise ValueError(f"sizes must list at least two positive ints [n, ..., m_L], got {sizes!r}")
-        _activation(activation)
+        sizes = [check_int(k, "sizes entries", 1) for k in sizes]
+        if len(sizes) < 2:
+            raise ValueError(f"sizes must list at least two widths [n, ..., m_L], got {sizes!r}")
+        get_activation(activation)  # a clear error for an unknown name
         layers = []
         for l, (n, m) in enumerate(itertools.pairwise(sizes)):
             phi = activation if l < len(sizes) - 2 else "identity"
@@ -325,17 +276,11 @@ class MLP(nn.Sequential):
         super().__init__(*layers)
 
 
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable numbers; a dense layer from n to m has ``m (n + 1)``."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 @torch.no_grad()
 def permute_hidden(mlp: MLP, layer: int, perm) -> MLP:
     """A copy of `mlp` whose hidden units after `layer` are reordered by `perm` (rows of W, b of that layer,
     columns of the next W): the network computes the same function."""
-    if not 0 <= layer < len(mlp) - 1:
-        raise ValueError(f"layer must index a hidden layer, 0..{len(mlp) - 2}, got {layer!r}")
+    layer = check_int(layer, "layer", 0, len(mlp) - 2)  # a hidden layer
     perm = torch.as_tensor(perm)
     m = mlp[layer].W.shape[0]
     if sorted(perm.tolist()) != list(range(m)):
@@ -357,29 +302,23 @@ def permute_hidden(mlp: MLP, layer: int, perm) -> MLP:
 def random_feature_fit(f, a, c, x_fit, x_eval, phi=np.tanh) -> tuple[np.ndarray, np.ndarray]:
     """Fit ``g(x) = v_0 + sum_j v_j phi(a_j (x - c_j))`` to f on the points x_fit by least squares
     (the hidden units a, c are fixed, only v is learned); return (g on x_eval, v)."""
-    a, c = np.asarray(a, dtype=np.float64), np.asarray(c, dtype=np.float64)
-    if a.ndim != 1 or a.shape != c.shape:
-        raise ValueError(
-            f"a and c must be 1-D arrays of equal length (one per unit), got {a.shape} and {c.shape}"
-        )
+    check_callable(f, "f")
+    a = check_vector(a, "a")  # one slope and one centre per unit
+    c = check_vector(c, "c", len(a))
+    x_fit, x_eval = check_vector(x_fit, "x_fit"), check_vector(x_eval, "x_eval")
 
     def features(x):
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 1:
-            raise ValueError(f"x_fit and x_eval must be 1-D grids, got shape {x.shape}")
         return np.hstack([np.ones((len(x), 1)), phi(a * (x[:, None] - c))])
 
-    v, *_ = np.linalg.lstsq(features(x_fit), f(np.asarray(x_fit, dtype=np.float64)), rcond=None)
+    v, *_ = np.linalg.lstsq(features(x_fit), f(x_fit), rcond=None)
     return features(x_eval) @ v, v
 
 
 def maurey_mse(d: int, m: int, n_points: int = 200, rng=None) -> float:
     """Mean squared error of ``g_m(x) = (1/m) sum_k cos(omega_k^T x)``, ``omega_k ~ N(0, I_d)``, as an
     approximation of ``f(x) = E cos(omega^T x) = exp(-||x||^2 / 2)`` on points ``x ~ N(0, I_d)``."""
-    for name, v in (("d", d), ("m", m), ("n_points", n_points)):
-        if not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
-    rng = np.random.default_rng(rng)
+    d, m, n_points = check_int(d, "d", 1), check_int(m, "m", 1), check_int(n_points, "n_points", 1)
+    rng = check_rng(rng)
     x = rng.normal(size=(n_points, d))
     omega = rng.normal(size=(m, d))
     g = np.cos(x @ omega.T).mean(axis=1)
@@ -389,29 +328,22 @@ def maurey_mse(d: int, m: int, n_points: int = 200, rng=None) -> float:
 # ----------------------------------------------------------------------------- 2.5 ReLU networks
 
 
-def relu(z) -> np.ndarray:
-    """``(z)_+ = max(0, z)``."""
-    return np.maximum(np.asarray(z, dtype=np.float64), 0.0)
-
-
-def activation_patterns(W, b, X) -> np.ndarray:
+def activation_patterns(X, W, b) -> np.ndarray:
     """``kappa(x) = 1{W x + b > 0}`` (m units) for each row of X (N, n): a bool array (N, m)."""
-    W, X = as_matrix(W, "W"), as_matrix(X)
-    b = np.asarray(b, dtype=np.float64)
-    if W.shape[1] != X.shape[1] or b.shape != (W.shape[0],):
-        raise ValueError(f"W must be (m, {X.shape[1]}) and b ({W.shape[0]},), got {W.shape} and {b.shape}")
-    return X @ W.T + b > 0
+    X = check_matrix(X, "X")
+    W = check_matrix(W, "W", None, X.shape[1])
+    return X @ W.T + check_vector(b, "b", len(W)) > 0
 
 
-def relu_net_patterns(weights, biases, X) -> np.ndarray:
+def relu_net_patterns(X, weights, biases) -> np.ndarray:
     """Activation patterns of all hidden layers of the ReLU net ``x -> relu(W_L ... relu(W_1 x + b_1) ...)``,
     concatenated: (N, m_1 + ... + m_L). Points with equal patterns lie in the same linear region."""
-    x = as_matrix(X)
+    x = check_matrix(X, "X")
     if len(weights) != len(biases) or not weights:
         raise ValueError("weights and biases must be equally long, non-empty lists (one per hidden layer)")
     patterns = []
     for W, b in zip(weights, biases, strict=True):
-        kappa = activation_patterns(W, b, x)
+        kappa = activation_patterns(x, W, b)
         patterns.append(kappa)
         x = np.where(kappa, x @ np.asarray(W).T + b, 0.0)
     return np.hstack(patterns)
@@ -420,11 +352,9 @@ def relu_net_patterns(weights, biases, X) -> np.ndarray:
 def count_regions_lp(W, b, box: float = 1e4, tol: float = 1e-7) -> int:
     """Number of regions cut out of R^n by the m hyperplanes ``w_i^T x + b_i = 0``: a sign pattern sigma counts
     when the LP ``max t`` s.t. ``sigma_i (w_i^T x + b_i) >= t``, ``t <= 1``, ``|x|_inf <= box`` has ``t* > tol``."""
-    W = as_matrix(W, "W")
+    W = check_matrix(W, "W")
     m, n = W.shape
-    b = np.asarray(b, dtype=np.float64)
-    if b.shape != (m,):
-        raise ValueError(f"b must have shape ({m},), got {b.shape}")
+    b = check_vector(b, "b", m)
     count = 0
     for sigma in itertools.product((-1.0, 1.0), repeat=m):
         sigma = np.array(sigma)
@@ -443,24 +373,21 @@ def count_regions_lp(W, b, box: float = 1e4, tol: float = 1e-7) -> int:
 
 def zaslavsky_bound(m: int, n: int) -> int:
     """Maximal number of regions of m hyperplanes in R^n: ``sum_{i=0}^{min(n, m)} binom(m, i)``."""
-    for name, v in (("m", m), ("n", n)):
-        if not isinstance(v, (int, np.integer)) or v < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    m, n = check_int(m, "m", 0), check_int(n, "n", 0)
     return sum(comb(m, i) for i in range(min(n, m) + 1))
 
 
 def montufar_bound(m: int, n: int, L: int) -> int:
     """Montúfar et al.'s lower bound ``R(m) floor(m/n)^{n (L-1)}`` on the maximal number of linear regions of a
     ReLU net with n inputs and L hidden layers of width m >= n."""
-    if not isinstance(L, (int, np.integer)) or L < 1 or not isinstance(m, (int, np.integer)) or m < n:
-        raise ValueError(f"need L >= 1 and m >= n, got m={m!r}, n={n!r}, L={L!r}")
+    n = check_int(n, "n", 1)
+    m, L = check_int(m, "m", n), check_int(L, "L", 1)
     return zaslavsky_bound(m, n) * (m // n) ** (n * (L - 1))
 
 
 def sawtooth_net(L: int):
     """The width-2 ReLU net that composes the tent map ``t(x) = 2 (x)_+ - 4 (x - 1/2)_+`` L times on [0, 1]."""
-    if not isinstance(L, (int, np.integer)) or L < 1:
-        raise ValueError(f"L must be a positive int, got {L!r}")
+    L = check_int(L, "L", 1)
 
     def g(x):
         x = np.asarray(x, dtype=np.float64)
@@ -477,8 +404,10 @@ def count_linear_pieces(f, a: float, b: float, n_grid: int = 100_001, tol: float
     A break strictly inside a grid interval gives that interval an intermediate slope, i.e. two slope
     changes in a row: runs of consecutive changes count as one break.
     """
-    if not b > a or not isinstance(n_grid, (int, np.integer)) or n_grid < 3:
-        raise ValueError(f"need a < b and n_grid >= 3, got a={a!r}, b={b!r}, n_grid={n_grid!r}")
+    check_callable(f, "f")
+    a = check_number(a, "a")
+    b = check_number(b, "b", a, low_open=True)
+    n_grid = check_int(n_grid, "n_grid", 3)
     x = np.linspace(a, b, n_grid)
     slopes = np.diff(f(x)) / np.diff(x)
     change = np.abs(np.diff(slopes)) > tol * max(1.0, np.abs(slopes).max())
@@ -486,29 +415,18 @@ def count_linear_pieces(f, a: float, b: float, n_grid: int = 100_001, tol: float
     return breaks + 1
 
 
-def relu_representation(breaks, values) -> tuple[float, float, np.ndarray]:
+class ReLURepresentation(NamedTuple):
+    a: float  # slope of the first piece
+    b: float  # intercept of the first piece
+    c: np.ndarray  # slope jumps at the inner breaks x_1..x_{k-2}
+
+
+def relu_representation(breaks, values) -> ReLURepresentation:
     """Coefficients of ``g(x) = a x + b + sum_i c_i (x - x_i)_+`` for the piecewise-linear interpolant of the
     points (breaks[k], values[k]) (breaks strictly increasing): a, b from the first piece, c_i = slope jumps."""
-    x, v = np.asarray(breaks, dtype=np.float64), np.asarray(values, dtype=np.float64)
-    if x.ndim != 1 or x.shape != v.shape or len(x) < 2 or (np.diff(x) <= 0).any():
-        raise ValueError("breaks must be strictly increasing, values of the same length, at least 2 points")
+    x = check_vector(breaks, "breaks")
+    v = check_vector(values, "values", len(x))
+    if len(x) < 2 or (np.diff(x) <= 0).any():
+        raise ValueError(f"breaks must be at least 2 strictly increasing numbers, got {x}")
     slopes = np.diff(v) / np.diff(x)
-    return float(slopes[0]), float(v[0] - slopes[0] * x[0]), np.diff(slopes)
-
-
-# ----------------------------------------------------------------------------- 2.6 activations
-
-
-def gelu(z) -> np.ndarray:
-    """``z Phi(z) = z P(Z <= z)`` with Z standard normal (the exact GELU)."""
-    z = np.asarray(z, dtype=np.float64)
-    return z * scipy.special.ndtr(z)
-
-
-ACTIVATION_DERIVATIVES = {  # name: (phi, phi') in numpy, the lecture's conventions (ReLU'(0) = 1)
-    "sigmoid": (sigmoid, lambda z: sigmoid(z) * (1 - sigmoid(z))),
-    "tanh": (np.tanh, lambda z: 1 - np.tanh(z) ** 2),
-    "relu": (relu, lambda z: (np.asarray(z) >= 0).astype(np.float64)),
-    "gelu": (gelu, lambda z: scipy.special.ndtr(z) + z * np.exp(-np.square(z) / 2) / np.sqrt(2 * np.pi)),
-    "abs": (np.abs, np.sign),
-}
+    return ReLURepresentation(float(slopes[0]), float(v[0] - slopes[0] * x[0]), np.diff(slopes))

@@ -8,6 +8,8 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .validation import check_array, check_int, check_positive
+
 STYLE = {
     "figure.figsize": (6.4, 4.0),
     "figure.dpi": 100,
@@ -42,15 +44,11 @@ def figure_png(fig: mpl.figure.Figure) -> bytes:
 
 def show_images(images, titles=None, ncols: int = 8, size: float = 1.2, cmap: str = "gray_r"):
     """Show a grid of grey-scale images ``images`` of shape (N, H, W); returns the figure."""
-    images = np.asarray(images)
-    if images.ndim != 3:
-        raise ValueError(f"images must have shape (N, H, W), got {images.shape}")
+    images = check_array(images, "images", ndim=3)  # (N, H, W), N >= 1
     if titles is not None and len(titles) != len(images):
         raise ValueError(f"titles must have one entry per image ({len(images)}), got {len(titles)}")
-    if not isinstance(ncols, int) or ncols < 1:
-        raise ValueError(f"ncols must be a positive int, got {ncols!r}")
     n = len(images)
-    ncols = min(ncols, n)
+    ncols, size = min(check_int(ncols, "ncols", 1), n), check_positive(size, "size")
     nrows = -(-n // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols, size * nrows + 0.3 * (titles is not None)))
     for k, ax in enumerate(np.atleast_1d(axes).ravel()):

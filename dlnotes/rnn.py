@@ -8,31 +8,31 @@ weights named as in the lecture and can load the weights of the corresponding ``
 from __future__ import annotations
 
 import itertools
+from typing import NamedTuple
 
 import numpy as np
-import scipy.special
 
-from .validation import as_matrix, positive_int
-
-
-def _sigmoid(a):
-    return scipy.special.expit(a)
-
+from .activations import sigmoid
+from .training import to_numpy
+from .validation import check_array, check_int, check_matrix, check_rng, check_vector
 
 # ----------------------------------------------------------------------------- 5.1 Elman RNN and BPTT
 
 
 def _check_rnn(X, U, V, W) -> tuple[np.ndarray, ...]:
-    X, U, V, W = (as_matrix(A, name) for A, name in ((X, "X"), (U, "U"), (V, "V"), (W, "W")))
-    m = U.shape[0]
-    if U.shape != (m, m) or V.shape != (m, X.shape[1]) or W.shape[1] != m:
-        raise ValueError(
-            f"need X (T, n), U (m, m), V (m, n), W (k, m); got X {X.shape}, U {U.shape}, V {V.shape}, W {W.shape}"
-        )
-    return X, U, V, W
+    X = check_matrix(X, "X")  # (T, n)
+    U = check_matrix(U, "U")
+    m = len(U)
+    U = check_matrix(U, "U", m, m)
+    return X, U, check_matrix(V, "V", m, X.shape[1]), check_matrix(W, "W", None, m)
 
 
-def elman_rnn(X, U, V, W, phi=np.tanh, psi=None) -> tuple[np.ndarray, np.ndarray]:
+class RNNRun(NamedTuple):
+    Z: np.ndarray  # states z_1..z_T, (T, m)
+    Y_hat: np.ndarray  # outputs, (T, k)
+
+
+def elman_rnn(X, U, V, W, phi=np.tanh, psi=None) -> RNNRun:
     """States ``z_t = phi(U z_{t-1} + V x_t)`` (z_0 = 0) and outputs ``y_hat_t = psi(W z_t)`` of an Elman RNN
     for a sequence X (T, n); returns Z (T, m) and Y_hat (T, k). psi=None is the identity."""
     X, U, V, W = _check_rnn(X, U, V, W)
@@ -42,17 +42,22 @@ def elman_rnn(X, U, V, W, phi=np.tanh, psi=None) -> tuple[np.ndarray, np.ndarray
         z = phi(U @ z + V @ x)
         Z[t] = z
     A = Z @ W.T
-    return Z, A if psi is None else psi(A)
+    return RNNRun(Z, A if psi is None else psi(A))
 
 
-def bptt(X, Y, U, V, W) -> dict[str, np.ndarray | float]:
+class BPTTResult(NamedTuple):
+    L: float
+    dU: np.ndarray
+    dV: np.ndarray
+    dW: np.ndarray
+
+
+def bptt(X, Y, U, V, W) -> BPTTResult:
     """Backpropagation through time for the tanh Elman RNN with linear outputs and the loss
     ``L = sum_t ||W z_t - y_t||^2 / 2``: the backward recursion ``g_t = dl_t/dz_t + U^T (phi'(a_{t+1}) * g_{t+1})``
     and the summed gradients ``dL/dU = sum_t (phi'(a_t) * g_t) z_{t-1}^T`` etc. Returns L, dU, dV, dW."""
     X, U, V, W = _check_rnn(X, U, V, W)
-    Y = as_matrix(Y, "Y")
-    if Y.shape != (len(X), W.shape[0]):
-        raise ValueError(f"Y must be (T, k) = {(len(X), W.shape[0])}, got {Y.shape}")
+    Y = check_matrix(Y, "Y", len(X), len(W))
     Z, Y_hat = elman_rnn(X, U, V, W)
     Z_prev = np.vstack([np.zeros(U.shape[0]), Z[:-1]])
     phi_prime = 1 - Z**2  # tanh'(a_t) = 1 - z_t^2
@@ -63,12 +68,7 @@ def bptt(X, Y, U, V, W) -> dict[str, np.ndarray | float]:
         G[t] = W.T @ error[t] + U.T @ g_next
         g_next = phi_prime[t] * G[t]
     delta = phi_prime * G  # phi'(a_t) * g_t, one row per step
-    return {
-        "L": float(0.5 * np.sum(error**2)),
-        "dU": delta.T @ Z_prev,
-        "dV": delta.T @ X,
-        "dW": error.T @ Z,
-    }
+    return BPTTResult(float(0.5 * np.sum(error**2)), delta.T @ Z_prev, delta.T @ X, error.T @ Z)
 
 
 # ----------------------------------------------------------------------------- 5.3 gated cells
@@ -80,8 +80,8 @@ class LSTMCell:
     ``z_t = o * tanh(C_t)``."""
 
     def __init__(self, n_in: int, n_hid: int, rng=None):
-        rng = np.random.default_rng(rng)
-        self.n_in, self.n_hid = positive_int(n_in, "n_in"), positive_int(n_hid, "n_hid")
+        rng = check_rng(rng)
+        self.n_in, self.n_hid = check_int(n_in, "n_in", 1), check_int(n_hid, "n_hid", 1)
         bound = 1 / np.sqrt(n_hid)  # the initialisation of torch.nn.LSTM
         for name in "FGHV":
             setattr(self, name, rng.uniform(-bound, bound, (n_hid, n_in + n_hid)))
@@ -90,24 +90,21 @@ class LSTMCell:
     def forward(self, x, state=None) -> tuple[np.ndarray, np.ndarray]:
         """One step: (z_{t-1}, C_{t-1}) -> (z_t, C_t); state=None starts from zeros."""
         z, C = state if state is not None else (np.zeros(self.n_hid), np.zeros(self.n_hid))
-        x_tilde = np.concatenate([np.asarray(x, dtype=np.float64), z])
-        if x_tilde.shape != (self.n_in + self.n_hid,):
-            raise ValueError(f"x must have shape ({self.n_in},) and z ({self.n_hid},), got {np.shape(x)}")
-        f = _sigmoid(self.F @ x_tilde + self.b_F)
-        i = _sigmoid(self.G @ x_tilde + self.b_G)
-        o = _sigmoid(self.H @ x_tilde + self.b_H)
+        z, C = check_vector(z, "z", self.n_hid), check_vector(C, "C", self.n_hid)
+        x_tilde = np.concatenate([check_vector(x, "x", self.n_in), z])
+        f = sigmoid(self.F @ x_tilde + self.b_F)
+        i = sigmoid(self.G @ x_tilde + self.b_G)
+        o = sigmoid(self.H @ x_tilde + self.b_H)
         C = f * C + i * np.tanh(self.V @ x_tilde + self.b_V)
         return o * np.tanh(C), C
 
     def load_torch(self, lstm) -> LSTMCell:
         """Copy the weights of a one-layer ``torch.nn.LSTM``: its row blocks are i, f, g, o, so
         G = [W_ii, W_hi], F = [W_if, W_hf], V = [W_ig, W_hg], H = [W_io, W_ho], biases b_ih + b_hh."""
-        W = np.hstack(
-            [lstm.weight_ih_l0.detach().double().numpy(), lstm.weight_hh_l0.detach().double().numpy()]
-        )
+        W = np.hstack([to_numpy(lstm.weight_ih_l0), to_numpy(lstm.weight_hh_l0)]).astype(np.float64)
         if W.shape != (4 * self.n_hid, self.n_in + self.n_hid):
             raise ValueError(f"the LSTM's weights {W.shape} do not fit n_in={self.n_in}, n_hid={self.n_hid}")
-        b = (lstm.bias_ih_l0 + lstm.bias_hh_l0).detach().double().numpy() if lstm.bias else np.zeros(len(W))
+        b = to_numpy(lstm.bias_ih_l0 + lstm.bias_hh_l0).astype(np.float64) if lstm.bias else np.zeros(len(W))
         for name, block in zip("GFVH", range(4), strict=True):
             rows = slice(block * self.n_hid, (block + 1) * self.n_hid)
             setattr(self, name, W[rows])
@@ -121,8 +118,8 @@ class GRUCell:
     ``z~ = tanh(V_x x + b_x + r * (V_z z + b_z))``, ``z_t = (1 - u) * z_{t-1} + u * z~``."""
 
     def __init__(self, n_in: int, n_hid: int, rng=None):
-        rng = np.random.default_rng(rng)
-        self.n_in, self.n_hid = positive_int(n_in, "n_in"), positive_int(n_hid, "n_hid")
+        rng = check_rng(rng)
+        self.n_in, self.n_hid = check_int(n_in, "n_in", 1), check_int(n_hid, "n_hid", 1)
         bound = 1 / np.sqrt(n_hid)
         self.G, self.H = (rng.uniform(-bound, bound, (n_hid, n_in + n_hid)) for _ in range(2))
         self.V_x, self.V_z = (
@@ -133,28 +130,24 @@ class GRUCell:
 
     def forward(self, x, z=None) -> np.ndarray:
         """One step z_{t-1} -> z_t; z=None starts from zeros."""
-        z = np.zeros(self.n_hid) if z is None else np.asarray(z, dtype=np.float64)
-        x = np.asarray(x, dtype=np.float64)
-        if x.shape != (self.n_in,) or z.shape != (self.n_hid,):
-            raise ValueError(
-                f"x must have shape ({self.n_in},) and z ({self.n_hid},), got {x.shape}, {z.shape}"
-            )
+        z = np.zeros(self.n_hid) if z is None else check_vector(z, "z", self.n_hid)
+        x = check_vector(x, "x", self.n_in)
         x_tilde = np.concatenate([x, z])
-        u = _sigmoid(self.G @ x_tilde + self.b_G)
-        r = _sigmoid(self.H @ x_tilde + self.b_H)
+        u = sigmoid(self.G @ x_tilde + self.b_G)
+        r = sigmoid(self.H @ x_tilde + self.b_H)
         z_new = np.tanh(self.V_x @ x + self.b_x + r * (self.V_z @ z + self.b_z))
         return (1 - u) * z + u * z_new
 
     def load_torch(self, gru) -> GRUCell:
         """Copy the weights of a one-layer ``torch.nn.GRU`` (row blocks r, z, n). Torch keeps z_torch * h, so the
         lecture's u = 1 - z_torch = sigma(-(...)): G and b_G are the negated z-block."""
-        W_ih, W_hh = (w.detach().double().numpy() for w in (gru.weight_ih_l0, gru.weight_hh_l0))
+        W_ih, W_hh = (to_numpy(w).astype(np.float64) for w in (gru.weight_ih_l0, gru.weight_hh_l0))
         if W_ih.shape != (3 * self.n_hid, self.n_in):
             raise ValueError(
                 f"the GRU's weights {W_ih.shape} do not fit n_in={self.n_in}, n_hid={self.n_hid}"
             )
         if gru.bias:
-            b_ih, b_hh = (b.detach().double().numpy() for b in (gru.bias_ih_l0, gru.bias_hh_l0))
+            b_ih, b_hh = (to_numpy(b).astype(np.float64) for b in (gru.bias_ih_l0, gru.bias_hh_l0))
         else:
             b_ih = b_hh = np.zeros(3 * self.n_hid)
         r, u, n = (slice(k * self.n_hid, (k + 1) * self.n_hid) for k in range(3))
@@ -167,12 +160,19 @@ class GRUCell:
 # ----------------------------------------------------------------------------- 5.4 linear recurrences
 
 
+def _coefficients(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """a and b (T, ...) of one shape, as complex128 if either is complex, else float64."""
+    dtype = np.result_type(np.asarray(a), np.asarray(b), np.float64)
+    a = check_array(a, "a", dtype=dtype)
+    if a.ndim == 0:
+        raise ValueError("a must have a time axis: shape (T, ...), got a scalar")
+    return a, check_array(b, "b", a.shape, dtype=dtype)
+
+
 def linear_recurrence_loop(a, b) -> np.ndarray:
     """``z_t = a_t * z_{t-1} + b_t`` (z_0 = 0) by a loop over t; a, b (T, ...) real or complex."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.ndim == 0:
-        raise ValueError(f"a and b must have the same shape (T, ...), got {a.shape} and {b.shape}")
-    Z = np.zeros(b.shape, dtype=np.result_type(a, b))
+    a, b = _coefficients(a, b)
+    Z = np.zeros(b.shape, dtype=b.dtype)
     z = np.zeros(b.shape[1:], dtype=Z.dtype)
     for t in range(len(b)):
         z = a[t] * z + b[t]
@@ -180,14 +180,16 @@ def linear_recurrence_loop(a, b) -> np.ndarray:
     return Z
 
 
-def linear_recurrence_scan(a, b) -> tuple[np.ndarray, int]:
+class ScanResult(NamedTuple):
+    Z: np.ndarray  # the states z_1..z_T
+    rounds: int  # the number of vectorised rounds, ceil(log2 T)
+
+
+def linear_recurrence_scan(a, b) -> ScanResult:
     """The same states by a Hillis–Steele prefix scan with the associative operator
     ``(a, b) • (a', b') = (a' a, a' b + b')`` ((a, b) applied first): ceil(log2 T) rounds, each of which is one
     vectorised operation. Returns the states and the number of rounds."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.ndim == 0:
-        raise ValueError(f"a and b must have the same shape (T, ...), got {a.shape} and {b.shape}")
-    A, B = a.astype(np.result_type(a, b)), b.astype(np.result_type(a, b))
+    A, B = _coefficients(a, b)
     shift, rounds = 1, 0
     while shift < len(B):
         # element t composes with element t - shift, which was applied before it
@@ -195,7 +197,7 @@ def linear_recurrence_scan(a, b) -> tuple[np.ndarray, int]:
         A_new[shift:] = A[shift:] * A[:-shift]
         B_new[shift:] = A[shift:] * B[:-shift] + B[shift:]
         A, B, shift, rounds = A_new, B_new, 2 * shift, rounds + 1
-    return B, rounds
+    return ScanResult(B, rounds)
 
 
 # ----------------------------------------------------------------------------- 5.6 CTC
@@ -208,7 +210,7 @@ def ctc_collapse(path, blank: str = "-") -> str:
 
 
 def _check_ctc(Y, label, alphabet) -> np.ndarray:
-    Y = as_matrix(Y, "Y")
+    Y = check_matrix(Y, "Y")
     if Y.shape[1] != len(alphabet) or not np.allclose(Y.sum(axis=1), 1) or (Y < 0).any():
         raise ValueError(f"Y must be (T, {len(alphabet)}) per-frame probabilities over {alphabet!r}")
     if any(symbol not in alphabet[1:] for symbol in label):

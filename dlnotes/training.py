@@ -1,37 +1,61 @@
-"""Reproducibility, devices and a small explicit training loop with a progress bar."""
+"""Reproducibility, threads and devices, and one small explicit training loop with a progress bar.
+
+``fit`` is the textbook loop, written out: for each batch, forward, loss, ``zero_grad``, backward,
+(clip), ``step``. A batch from a loader made by `make_loader` is ``(X, y)``, or ``(X,)`` for data without
+targets, in which case the loss compares the model's output with its input (autoencoders).
+"""
 
 from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 
 import numpy as np
+import threadpoolctl
 import torch
 from tqdm.auto import tqdm
 
-SEED_VARIABLE = "DLNOTES_SEED"
+from .validation import PACKAGE_RNG, check_int, check_positive, check_rng
+
+SEED_VARIABLE, THREADS_VARIABLE = "DLNOTES_SEED", "DLNOTES_THREADS"
 
 
 def seed_everything(seed: int | None = None) -> int:
-    """Seed Python, NumPy and PyTorch; return the seed used.
+    """Seed Python, NumPy (the legacy global state and dlnotes' package generator) and PyTorch; return the seed.
 
-    With ``seed=None`` the seed is read from the environment variable
-    ``DLNOTES_SEED`` (default 0), so a whole notebook can be re-run under
-    another seed without editing it: ``DLNOTES_SEED=1 pytest chapters``.
+    With ``seed=None`` the seed is read from the environment variable ``DLNOTES_SEED`` (default 0), so a whole
+    notebook can be re-run under another seed without editing it: ``DLNOTES_SEED=1 pytest chapters``.
     """
     if seed is None:
         raw = os.environ.get(SEED_VARIABLE, "0")
-        try:
-            seed = int(raw)
-        except ValueError:
-            raise ValueError(f"{SEED_VARIABLE} must be a non-negative integer, got {raw!r}") from None
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
-    seed = int(seed)
+        if not raw.isdigit():
+            raise ValueError(f"{SEED_VARIABLE} must be a non-negative integer, got {raw!r}")
+        seed = int(raw)
+    seed = check_int(seed, "seed", 0)
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002 - legacy global state, for code that uses it
+    PACKAGE_RNG.bit_generator.state = np.random.PCG64(seed).state
     torch.manual_seed(seed)
     return seed
+
+
+def use_threads(n: int | None = None) -> int:
+    """Let PyTorch and NumPy's BLAS use `n` threads; return n.
+
+    With ``n=None`` it is read from ``DLNOTES_THREADS`` (default 1). The book's models are small: one thread
+    is as fast as several on an idle machine and 3–10 times faster on a busy one (two notebooks built side
+    by side, Colab's two shared cores), where threads wait for each other.
+    """
+    if n is None:
+        raw = os.environ.get(THREADS_VARIABLE, "1")
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"{THREADS_VARIABLE} must be a positive integer, got {raw!r}")
+        n = int(raw)
+    n = check_int(n, "n", 1)
+    torch.set_num_threads(n)
+    threadpoolctl.threadpool_limits(n)
+    return n
 
 
 def device() -> torch.device:
@@ -39,17 +63,49 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def make_loader(X, y, batch_size: int = 64, shuffle: bool = True) -> torch.utils.data.DataLoader:
-    """A DataLoader over the tensors ``X`` (N, ...) and ``y`` (N,)."""
-    X, y = torch.as_tensor(X), torch.as_tensor(y)
-    if X.ndim < 1 or y.ndim != 1 or len(X) != len(y):
-        raise ValueError(
-            f"X must have shape (N, ...) and y shape (N,), got X {tuple(X.shape)} and y {tuple(y.shape)}"
-        )
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    dataset = torch.utils.data.TensorDataset(X, y)
-    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle)
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A tensor's values as a NumPy array, from any device (the one way out of torch in dlnotes)."""
+    return tensor.detach().cpu().numpy()
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Number of trainable numbers; a dense layer from n to m has ``m (n + 1)``."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def make_loader(
+    X, y=None, batch_size: int = 64, shuffle: bool = True, dtype: torch.dtype = torch.float32, rng=None
+) -> torch.utils.data.DataLoader:
+    """A DataLoader over inputs ``X`` (N, ...) and targets ``y`` (N, ...) of any shape, or over X alone (y=None).
+
+    Floating-point arrays are converted to `dtype` (float32, the dtype of torch's layers, by default);
+    integer arrays (class labels, token ids) stay int64. Shuffling draws from `rng`.
+    """
+
+    def tensor(a, name: str) -> torch.Tensor:
+        t = torch.as_tensor(np.asarray(a) if not isinstance(a, torch.Tensor) else a)
+        if t.ndim == 0 or len(t) == 0:
+            raise ValueError(f"{name} must have shape (N, ...) with N >= 1, got {tuple(t.shape)}")
+        if t.is_floating_point():
+            return t.to(dtype)
+        if t.dtype == torch.bool or t.is_complex():
+            raise TypeError(f"{name} must hold real numbers or integer labels, got {t.dtype}")
+        return t.long()
+
+    tensors = [tensor(X, "X")]
+    if y is not None:
+        tensors.append(tensor(y, "y"))
+        if len(tensors[1]) != len(tensors[0]):
+            raise ValueError(
+                f"y must have one target per row of X ({len(tensors[0])}), got {len(tensors[1])}"
+            )
+    generator = torch.Generator().manual_seed(int(check_rng(rng).integers(2**31)))
+    return torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(*tensors),
+        batch_size=check_int(batch_size, "batch_size", 1),
+        shuffle=shuffle,
+        generator=generator,
+    )
 
 
 def accuracy(logits: torch.Tensor, y: torch.Tensor) -> float:
@@ -59,66 +115,88 @@ def accuracy(logits: torch.Tensor, y: torch.Tensor) -> float:
     return (logits.argmax(dim=1) == y).float().mean().item()
 
 
+def _inputs_targets(batch, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    X = batch[0].to(dev)
+    return X, (batch[1].to(dev) if len(batch) > 1 else X)
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    parameter = next(model.parameters(), None)
+    return parameter.device if parameter is not None else torch.device("cpu")
+
+
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, loader, loss_fn=None) -> dict[str, float]:
-    """Mean loss (if `loss_fn` is given) and accuracy of a classifier over a loader."""
+def evaluate(model: torch.nn.Module, loader, metrics: dict[str, Callable] | None = None) -> dict[str, float]:
+    """Each metric ``f(output, target) -> float`` averaged over the examples of `loader` (model in eval mode).
+
+    ``evaluate(model, loader, {"accuracy": accuracy, "loss": loss_fn})``; metrics that are means over a batch
+    (accuracy, mean losses) are weighted by the batch size, so the result is the mean over all examples.
+    """
+    if not metrics:
+        raise ValueError('metrics must name at least one function, e.g. {"accuracy": accuracy}')
     model.eval()
-    dev = next(model.parameters()).device
-    total, loss_sum, correct = 0, 0.0, 0.0
-    for X, y in loader:
-        X, y = X.to(dev), y.to(dev)
-        logits = model(X)
-        if loss_fn is not None:
-            loss_sum += loss_fn(logits, y).item() * len(y)
-        correct += accuracy(logits, y) * len(y)
-        total += len(y)
-    result = {"accuracy": correct / total}
-    if loss_fn is not None:
-        result["loss"] = loss_sum / total
-    return result
+    dev = _model_device(model)
+    sums, total = dict.fromkeys(metrics, 0.0), 0
+    for batch in loader:
+        X, target = _inputs_targets(batch, dev)
+        output = model(X)
+        for name, metric in metrics.items():
+            value = metric(output, target)
+            sums[name] += (value.item() if isinstance(value, torch.Tensor) else float(value)) * len(X)
+        total += len(X)
+    if total == 0:
+        raise ValueError("loader must yield at least one example, got an empty loader")
+    return {name: value / total for name, value in sums.items()}
 
 
 def fit(
     model: torch.nn.Module,
-    loss_fn,
+    loss_fn: Callable,
     optimizer: torch.optim.Optimizer,
     train_loader,
     epochs: int,
     val_loader=None,
+    metrics: dict[str, Callable] | None = None,
     scheduler=None,
+    clip_grad_norm: float | None = None,
     progress: bool = True,
 ) -> dict[str, list[float]]:
-    """Train a classifier for `epochs` passes over `train_loader`.
+    """Train `model` for `epochs` passes over `train_loader`; return the history.
 
-    One step is the textbook one: forward, loss, ``zero_grad``, backward,
-    ``step`` (then ``scheduler.step()``, if a learning-rate schedule is given:
-    it is advanced once per batch). Returns the history of the mean training
-    loss per epoch and, with `val_loader`, the validation accuracy per epoch.
+    One step: forward, ``loss_fn(output, target)``, ``zero_grad``, backward, optionally clip the gradient to
+    norm `clip_grad_norm`, ``step``, then ``scheduler.step()`` if a learning-rate schedule is given (once per
+    batch). The history holds the mean training loss per epoch (``"train_loss"``) and, with `val_loader`, the
+    validation loss and every metric per epoch (``"val_loss"``, ``"val_<name>"``).
     """
-    if not isinstance(epochs, int) or epochs < 1:
-        raise ValueError(f"epochs must be a positive int, got {epochs!r}")
-    dev = next(model.parameters()).device
+    epochs = check_int(epochs, "epochs", 1)
+    if clip_grad_norm is not None:
+        clip_grad_norm = check_positive(clip_grad_norm, "clip_grad_norm")
+    dev = _model_device(model)
+    val_metrics = {"loss": loss_fn, **(metrics or {})}
     history: dict[str, list[float]] = {"train_loss": []}
-    if val_loader is not None:
-        history["val_accuracy"] = []
     bar = tqdm(range(epochs), desc="epochs", disable=not progress)
     for _ in bar:
         model.train()
         loss_sum, total = 0.0, 0
-        for X, y in train_loader:
-            X, y = X.to(dev), y.to(dev)
-            loss = loss_fn(model(X), y)
+        for batch in train_loader:
+            X, target = _inputs_targets(batch, dev)
+            loss = loss_fn(model(X), target)
             optimizer.zero_grad()
             loss.backward()
+            if clip_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
-            loss_sum += loss.item() * len(y)
-            total += len(y)
+            loss_sum += loss.item() * len(X)
+            total += len(X)
+        if total == 0:
+            raise ValueError("train_loader must yield at least one example, got an empty loader")
         history["train_loss"].append(loss_sum / total)
         postfix = {"loss": f"{history['train_loss'][-1]:.3f}"}
         if val_loader is not None:
-            history["val_accuracy"].append(evaluate(model, val_loader)["accuracy"])
-            postfix["val_acc"] = f"{history['val_accuracy'][-1]:.3f}"
+            for name, value in evaluate(model, val_loader, val_metrics).items():
+                history.setdefault(f"val_{name}", []).append(value)
+                postfix[f"val_{name}"] = f"{value:.3f}"
         bar.set_postfix(postfix)
     return history

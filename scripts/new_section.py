@@ -1,32 +1,38 @@
 """Create a new section notebook with the book's anatomy, and hold the one setup cell.
 
     python scripts/new_section.py chapters/02_feedforward/01_linear_models.ipynb "Linear models"
+    python scripts/new_section.py --sync     # rewrite the setup cell of every notebook (after a version bump)
 
-`SETUP_CELL` is the single source of truth for the first code cell of every
-notebook; ``tests/test_hygiene.py`` checks that every notebook starts with it,
-and that its install line names the repository of ``_config.yml``.
+`SETUP_CELL` is the single source of truth for the first code cell of every notebook. It is made from the
+repository of ``_config.yml`` and the version of ``dlnotes/__init__.py``: on Colab it installs the release of
+dlnotes the notebook was written for, and ``dlnotes.setup_notebook`` refuses any other. ``tests/test_hygiene.py``
+checks that every notebook starts with it.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import nbformat
+import yaml
 
-REPOSITORY = "https://github.com/dlnotes/dlnotes"
+ROOT = Path(__file__).resolve().parent.parent
+REPOSITORY = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+VERSION = re.search(r'^__version__ = "([^"]+)"', (ROOT / "dlnotes" / "__init__.py").read_text(), re.M)[1]
 
 SETUP_CELL = f"""\
-# Setup, the same in every notebook: install dlnotes if missing (e.g. on Colab),
-# seed all random generators (DLNOTES_SEED, default 0), set the figure style.
+# Setup, the same in every notebook: install the dlnotes release this notebook was written for where
+# dlnotes is missing (e.g. on Colab); then seed every random generator (DLNOTES_SEED, default 0),
+# use one thread (DLNOTES_THREADS) and the book's figure style.
 try:
     import dlnotes
 except ImportError:
-    %pip install --quiet "dlnotes @ git+{REPOSITORY}"
+    %pip install --quiet "dlnotes @ git+{REPOSITORY}@v{VERSION}"
     import dlnotes
 
-SEED = dlnotes.seed_everything()
-dlnotes.use_style()"""
+SEED = dlnotes.setup_notebook("{VERSION}")"""
 SETUP_METADATA = {"tags": ["hide-input"]}  # folded away on the website
 
 SKELETON = [
@@ -37,6 +43,10 @@ SKELETON = [
     ("markdown", "## Exercises\n\n1. ...\n\n```{{admonition}} Solution\n:class: dropdown\n\n...\n```"),
     ("markdown", "## Summary\n\n- ..."),
 ]
+KERNEL_METADATA = {
+    "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+    "language_info": {"name": "python"},
+}
 
 
 def new_section(path: Path, title: str) -> None:
@@ -53,19 +63,34 @@ def new_section(path: Path, title: str) -> None:
     nbformat.write(nb, path)
 
 
-KERNEL_METADATA = {
-    "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-    "language_info": {"name": "python"},
-}
+def sync_setup_cells() -> list[Path]:
+    """Give every notebook under chapters/ the current setup cell; return the notebooks that changed."""
+    changed = []
+    for path in sorted((ROOT / "chapters").rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        cell = next(cell for cell in nb.cells if cell.cell_type == "code")
+        if cell.source != SETUP_CELL or cell.metadata.get("tags") != SETUP_METADATA["tags"]:
+            cell.source = SETUP_CELL
+            cell.metadata["tags"] = SETUP_METADATA["tags"]
+            nbformat.write(nb, path)
+            changed.append(path)
+    return changed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", type=Path, help="chapters/NN_name/MM_section.ipynb")
-    parser.add_argument("title")
+    parser.add_argument("path", type=Path, nargs="?", help="chapters/NN_name/MM_section.ipynb")
+    parser.add_argument("title", nargs="?")
+    parser.add_argument("--sync", action="store_true", help="rewrite the setup cell of every notebook")
     args = parser.parse_args()
-    new_section(args.path, args.title)
-    print(f"created {args.path}: add it to _toc.yml")
+    if args.sync:
+        for path in sync_setup_cells():
+            print(f"updated {path.relative_to(ROOT)}")
+    elif args.path and args.title:
+        new_section(args.path, args.title)
+        print(f"created {args.path}: add it to _toc.yml and the chapter's index.md")
+    else:
+        parser.error("give a path and a title, or --sync")
 
 
 if __name__ == "__main__":

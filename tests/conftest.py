@@ -1,10 +1,11 @@
 """Shared test settings: a non-interactive matplotlib backend, the repository root, the built book."""
 
 import errno
-import os
+import importlib.util
+import json
 import socket
 import subprocess
-import time
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -13,11 +14,18 @@ import pytest
 matplotlib.use("Agg")  # this process only: kernels started by the tests keep the inline backend
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMES = ROOT / "_build" / "notebook_times.txt"
 HTML = ROOT / "_build" / "html"
 
 
-SESSION_START = time.time()
+def load_script(name):
+    """A module of scripts/ (they are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build_book = load_script("build_book")
 
 
 def pytest_configure(config):
@@ -31,25 +39,26 @@ def pytest_configure(config):
                 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 
 
+def pytest_collection_modifyitems(items):
+    """A test that uses the built book is a book test (deselected by the quick loop)."""
+    for item in items:
+        if "book" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.book)
+
+
 @pytest.fixture(scope="session")
 def book():
-    """Build the book from scratch, as CI and a new reader do: the execution cache does not
-    notice edits to dlnotes. Shared by the build tests and the browser tests."""
-    env = {name: value for name, value in os.environ.items() if name != "MPLBACKEND"}  # figures must show
-    subprocess.run(["jupyter-book", "clean", "--all", str(ROOT)], check=True, capture_output=True)
-    result = subprocess.run(
-        ["jupyter-book", "build", "-W", "--keep-going", str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env=env,
-    )
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    """The book built from scratch by scripts/build_book.py, as CI and a new reader build it: reused when it
+    was built from the current sources (as in CI, where the build is a stage of its own), else built now."""
+    if not (
+        build_book.INFO.exists()
+        and json.loads(build_book.INFO.read_text())["fingerprint"] == build_book.fingerprint()
+    ):
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "build_book.py")],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     return HTML
-
-
-def pytest_terminal_summary(terminalreporter):
-    """Print each notebook's execution time when the book test measured them in this run."""
-    if TIMES.exists() and TIMES.stat().st_mtime >= SESSION_START:
-        terminalreporter.write_sep("=", "notebook execution times (book build)")
-        terminalreporter.write(TIMES.read_text())

@@ -21,16 +21,15 @@ def test_digits():
 
 
 def test_digits_split_is_stratified_and_standardised():
-    X_train, X_test, y_train, y_test = load_digits_split()
+    X_train, X_test, y_train, y_test = load_digits_split(rng=0)
     assert X_train.shape == (1347, 64) and X_test.shape == (450, 64)
     assert np.allclose(X_train.mean(axis=0), 0) and np.allclose(
         X_train.std(axis=0)[X_train.std(axis=0) > 0], 1
     )
     assert np.abs(np.bincount(y_test) - 0.25 * np.bincount(load_digits()[1])).max() <= 1  # stratified
-    again = load_digits_split()
+    again = load_digits_split(rng=0)
     assert all(np.array_equal(a, b) for a, b in zip(again, (X_train, X_test, y_train, y_test), strict=True))
-    with pytest.raises(ValueError, match="test_size"):
-        load_digits_split(test_size=1.5)
+    assert not np.array_equal(load_digits_split(rng=1).y_test, y_test)  # another draw, another split
 
 
 def test_diabetes():
@@ -55,9 +54,17 @@ def test_fashion_mnist_train_and_test_differ():
     assert sum(row.tobytes() in train_rows for row in X_test.reshape(len(X_test), -1)) < 10
 
 
-def test_fashion_mnist_rejects_unknown_split():
-    with pytest.raises(ValueError, match="split"):
-        load_fashion_mnist("validation")
+BAD_INPUT = [  # (call, error, message)
+    (lambda: load_digits_split(test_size=1.5), ValueError, "test_size"),
+    (lambda: load_digits_split(rng=0.5), TypeError, "rng"),
+    (lambda: load_fashion_mnist("validation"), ValueError, "split must be one of"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
+def test_bad_input_gets_a_clear_error(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
 
 
 def test_novel_is_pride_and_prejudice():

@@ -1,24 +1,17 @@
 """Notebook hygiene: stored without outputs, listed in the table of contents, same setup cell, anatomy."""
 
-import importlib.util
 import re
 
 import nbformat
 import pytest
 import yaml
 
-from conftest import ROOT
+import dlnotes
+
+from conftest import ROOT, load_script
 
 NOTEBOOKS = sorted(p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 IDS = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 new_section = load_script("new_section")
 
@@ -63,10 +56,11 @@ def test_every_notebook_is_in_the_toc_and_every_toc_file_exists():
         )
 
 
-def test_setup_cell_installs_from_the_configured_repository():
+def test_setup_cell_installs_and_requires_this_release_from_the_configured_repository():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    assert new_section.REPOSITORY == config["repository"]["url"]
-    assert f"git+{config['repository']['url']}" in new_section.SETUP_CELL
+    version = dlnotes.__version__
+    assert f'"dlnotes @ git+{config["repository"]["url"]}@v{version}"' in new_section.SETUP_CELL
+    assert new_section.SETUP_CELL.endswith(f'SEED = dlnotes.setup_notebook("{version}")')
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -74,7 +68,7 @@ def test_notebook_starts_with_title_and_the_shared_setup_cell(path):
     nb = nbformat.read(path, as_version=4)
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
     first_code = next(cell for cell in nb.cells if cell.cell_type == "code")
-    assert first_code.source == new_section.SETUP_CELL, "copy the setup cell from scripts/new_section.py"
+    assert first_code.source == new_section.SETUP_CELL, "run: python scripts/new_section.py --sync"
     assert first_code.metadata.get("tags") == new_section.SETUP_METADATA["tags"]
 
 
@@ -102,4 +96,4 @@ def test_ci_runs_exactly_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     commands = re.findall(r"```bash\n(.+?)\n```", readme)
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
-    assert ci in commands and ci.endswith("&& pytest")
+    assert ci in commands and ci.endswith("&& python scripts/test_all.py")

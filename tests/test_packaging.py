@@ -3,9 +3,8 @@
 import shutil
 import subprocess
 import sys
-import zipfile
-
 import tomllib
+import zipfile
 
 from conftest import ROOT
 

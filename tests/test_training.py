@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from dlnotes import device, seed_everything
-from dlnotes.training import accuracy, evaluate, fit, make_loader
+import dlnotes
+from dlnotes import device, seed_everything, setup_notebook, use_threads
+from dlnotes.training import accuracy, count_parameters, evaluate, fit, make_loader, to_numpy
 
 
 def test_seed_everything_reads_the_environment(monkeypatch):
@@ -25,7 +26,7 @@ def test_seed_everything_makes_runs_repeat():
 
 @pytest.mark.parametrize("seed", [-1, 1.5, "3", True])
 def test_seed_everything_rejects_bad_seeds(seed):
-    with pytest.raises(ValueError, match="seed"):
+    with pytest.raises((TypeError, ValueError), match="seed must be an int"):
         seed_everything(seed)
 
 
@@ -33,6 +34,36 @@ def test_seed_everything_rejects_bad_environment(monkeypatch):
     monkeypatch.setenv("DLNOTES_SEED", "one")
     with pytest.raises(ValueError, match="DLNOTES_SEED"):
         seed_everything()
+
+
+def test_use_threads_sets_torch_and_blas_threads(monkeypatch):
+    import threadpoolctl
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("DLNOTES_THREADS", raising=False)
+        assert use_threads() == 1 and torch.get_num_threads() == 1
+        assert all(pool["num_threads"] == 1 for pool in threadpoolctl.threadpool_info())
+        monkeypatch.setenv("DLNOTES_THREADS", "2")
+        assert use_threads() == 2 and torch.get_num_threads() == 2
+        monkeypatch.setenv("DLNOTES_THREADS", "0")
+        with pytest.raises(ValueError, match="DLNOTES_THREADS"):
+            use_threads()
+        with pytest.raises(ValueError, match="n must be an int"):
+            use_threads(0)
+    finally:
+        use_threads(before)
+
+
+def test_setup_notebook_refuses_another_version_of_dlnotes(monkeypatch):
+    monkeypatch.setenv("DLNOTES_SEED", "2")
+    threads = torch.get_num_threads()
+    try:
+        assert setup_notebook(dlnotes.__version__) == 2
+    finally:
+        use_threads(threads)
+    with pytest.raises(RuntimeError, match=r"written for dlnotes 0\.0\.1, but dlnotes .* is installed"):
+        setup_notebook("0.0.1")
 
 
 def test_device_is_a_torch_device():
@@ -53,11 +84,87 @@ def test_accuracy_rejects_bad_shapes():
         accuracy(torch.zeros(4, 2), torch.zeros(3, dtype=torch.long))
 
 
-def test_make_loader_rejects_mismatched_lengths_and_batch_size():
-    with pytest.raises(ValueError, match="X must have shape"):
-        make_loader(np.zeros((5, 2), np.float32), np.zeros(4, np.int64))
-    with pytest.raises(ValueError, match="batch_size"):
-        make_loader(np.zeros((5, 2), np.float32), np.zeros(5, np.int64), batch_size=0)
+def test_make_loader_converts_floats_keeps_labels_and_shapes():
+    X = np.random.default_rng(0).normal(size=(10, 3, 4))  # float64, as load_digits_split returns
+    loader = make_loader(X, np.arange(10), batch_size=4, shuffle=False)
+    Xb, yb = next(iter(loader))
+    assert Xb.dtype == torch.float32 and yb.dtype == torch.int64 and Xb.shape == (4, 3, 4)
+    sequences = make_loader(
+        X, X[:, :, ::-1].copy(), batch_size=5, dtype=torch.float64
+    )  # targets of any shape
+    assert all(yb.shape == (5, 3, 4) and yb.dtype == torch.float64 for _, yb in sequences)
+    (only_inputs,) = next(iter(make_loader(X, batch_size=10)))  # no targets
+    assert only_inputs.shape == (10, 3, 4)
+
+
+def test_make_loader_shuffles_with_rng():
+    orders = [
+        torch.cat([y for _, y in make_loader(np.zeros((50, 1)), np.arange(50), rng=seed)])
+        for seed in (1, 1, 2)
+    ]
+    assert torch.equal(orders[0], orders[1]) and not torch.equal(orders[0], orders[2])
+
+
+def test_training_helpers_work_with_the_digits_split_and_an_mlp():
+    from dlnotes.data import load_digits_split
+    from dlnotes.feedforward import MLP
+
+    split = load_digits_split(rng=0)
+    model = MLP([64, 32, 10])
+    loader = make_loader(split.X_train, split.y_train)
+    fit(
+        model,
+        torch.nn.functional.cross_entropy,
+        torch.optim.Adam(model.parameters()),
+        loader,
+        1,
+        progress=False,
+    )
+    assert evaluate(model, make_loader(split.X_test, split.y_test), {"accuracy": accuracy})["accuracy"] > 0.5
+
+
+def test_count_parameters_and_to_numpy():
+    assert count_parameters(torch.nn.Linear(5, 3)) == 3 * (5 + 1)
+    frozen = torch.nn.Linear(5, 3)
+    frozen.bias.requires_grad_(False)
+    assert count_parameters(frozen) == 15
+    t = torch.ones(2, requires_grad=True) * 2
+    assert isinstance(to_numpy(t), np.ndarray) and to_numpy(t).tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: make_loader(np.zeros((5, 2)), np.zeros(4)),
+            ValueError,
+            r"y must have one target per row of X \(5\)",
+        ),
+        (lambda: make_loader(np.zeros((5, 2)), np.zeros(5), batch_size=0), ValueError, "batch_size"),
+        (lambda: make_loader(np.zeros(()), None), ValueError, "X must have shape"),
+        (lambda: make_loader(np.zeros((0, 2))), ValueError, "X must have shape"),
+        (lambda: make_loader(np.zeros((3, 2)), np.array([True, False, True])), TypeError, "y must hold"),
+        (lambda: make_loader(np.zeros((3, 2)), rng="seed"), TypeError, "rng"),
+        (lambda: accuracy(torch.zeros(4), torch.zeros(4, dtype=torch.long)), ValueError, "logits"),
+        (lambda: accuracy(torch.zeros(4, 2), torch.zeros(3, dtype=torch.long)), ValueError, "y"),
+        (lambda: evaluate(torch.nn.Linear(2, 2), [], {"accuracy": accuracy}), ValueError, "empty loader"),
+        (lambda: evaluate(torch.nn.Linear(2, 2), [(torch.zeros(1, 2),)], {}), ValueError, "metrics"),
+        (
+            lambda: fit(torch.nn.Linear(2, 2), torch.nn.functional.mse_loss, None, [], 1),
+            ValueError,
+            "empty loader",
+        ),
+        (lambda: fit(torch.nn.Linear(2, 2), None, None, [], 0), ValueError, "epochs"),
+        (
+            lambda: fit(torch.nn.Linear(2, 2), None, None, [], 1, clip_grad_norm=0),
+            ValueError,
+            "clip_grad_norm",
+        ),
+    ],
+)
+def test_bad_input(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
 
 
 def test_fit_trains_a_linear_classifier_on_separable_data():
@@ -73,27 +180,49 @@ def test_fit_trains_a_linear_classifier_on_separable_data():
         loader,
         epochs=20,
         val_loader=make_loader(X, y, shuffle=False),
+        metrics={"accuracy": accuracy},
         progress=False,
     )
-    assert len(history["train_loss"]) == len(history["val_accuracy"]) == 20
+    assert len(history["train_loss"]) == len(history["val_accuracy"]) == len(history["val_loss"]) == 20
     assert history["train_loss"][-1] < 0.5 * history["train_loss"][0]
-    result = evaluate(model, make_loader(X, y, shuffle=False), torch.nn.functional.cross_entropy)
+    metrics = {"accuracy": accuracy, "loss": torch.nn.functional.cross_entropy}
+    result = evaluate(model, make_loader(X, y, shuffle=False), metrics)
     assert result["accuracy"] >= 0.97
-    assert result["accuracy"] == history["val_accuracy"][-1]
+    assert result["accuracy"] == history["val_accuracy"][-1] and result["loss"] == history["val_loss"][-1]
     assert np.isclose(result["loss"], torch.nn.functional.cross_entropy(model(X), y).item(), rtol=1e-5)
 
 
-def test_fit_rejects_bad_epochs():
-    model = torch.nn.Linear(2, 2)
-    loader = make_loader(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long))
-    with pytest.raises(ValueError, match="epochs"):
-        fit(
-            model,
-            torch.nn.functional.cross_entropy,
-            torch.optim.SGD(model.parameters(), lr=0.1),
-            loader,
-            epochs=0,
-        )
+def test_fit_trains_an_autoencoder_on_data_without_targets():
+    seed_everything(0)
+    Z = torch.randn(256, 2)
+    X = Z @ torch.randn(2, 6)  # rank-2 data: a linear autoencoder with a 2-unit code can reconstruct it
+    model = torch.nn.Sequential(torch.nn.Linear(6, 2), torch.nn.Linear(2, 6))
+    history = fit(
+        model,
+        torch.nn.functional.mse_loss,
+        torch.optim.Adam(model.parameters(), lr=0.01),
+        make_loader(X, batch_size=32),
+        epochs=40,
+        progress=False,
+    )
+    assert history["train_loss"][-1] < 0.01 * history["train_loss"][0]
+
+
+def test_fit_clips_the_gradient_norm():
+    model = torch.nn.Linear(2, 1, bias=False)
+    torch.nn.init.zeros_(model.weight)
+    X, y = torch.tensor([[100.0, 0.0]]), torch.tensor([[1.0]])  # a huge gradient, 2 * 100 * 1 = 200
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    fit(
+        model,
+        torch.nn.functional.mse_loss,
+        optimizer,
+        make_loader(X, y),
+        1,
+        clip_grad_norm=0.5,
+        progress=False,
+    )
+    assert torch.allclose(model.weight.norm(), torch.tensor(0.5))  # one SGD step of norm lr * 0.5
 
 
 def test_fit_steps_the_learning_rate_schedule_once_per_batch():

@@ -1,0 +1,144 @@
+"""Widgets of chapter 01 — connectionism."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+from sklearn.datasets import make_blobs
+
+from ..connectionism import (
+    cover_count,
+    digit_prototypes,
+    flip_bits,
+    geometric_margin,
+    hopfield_hebbian,
+    hopfield_run,
+    make_separable,
+    max_margin_classifier,
+    perceptron_train,
+)
+from ..validation import check_rng
+from .core import interactive_figure, widget
+
+
+@widget
+def perceptron_vs_max_margin() -> widgets.VBox:
+    """Two Gaussian clusters with a separation slider: perceptron vs. maximum-margin boundary (01.10)."""
+
+    def draw(separation: float) -> plt.Figure:
+        c = separation / 2
+        X, labels = make_blobs(n_samples=60, centers=[(-c, -c), (c, c)], cluster_std=0.8, random_state=0)
+        y = 2 * labels - 1
+        fig, ax = plt.subplots(figsize=(7.5, 4.5))
+        ax.scatter(*X[y < 0].T, marker="o", label="y = -1")
+        ax.scatter(*X[y > 0].T, marker="s", label="y = +1")
+        grid = np.linspace(X.min() - 1, X.max() + 1, 2)
+        ax.set(xlim=grid, ylim=grid, xlabel="$x_1$", ylabel="$x_2$", aspect="equal")
+        try:
+            max_margin = max_margin_classifier(X, y)
+        except ValueError:
+            ax.set_title("not linearly separable: no maximum-margin classifier")
+            return fig
+        perceptron = perceptron_train(X, y, max_epochs=1000)
+        for (w, b), style, name in (
+            ((perceptron.w, perceptron.b), "--", "perceptron"),
+            (max_margin, "-", "max margin"),
+        ):
+            gamma = geometric_margin(X, y, w, b)
+            ax.plot(grid, -(w[0] * grid + b) / w[1], "k" + style, label=f"{name}: γ = {gamma:.2f}")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=9)
+        ax.set_title(f"separation {separation:.1f}")
+        return fig
+
+    return interactive_figure(
+        draw,
+        separation=widgets.FloatSlider(
+            4.0, min=0.5, max=6.0, step=0.25, description="distance of the centres"
+        ),
+    )
+
+
+@widget
+def novikoff_bound() -> widgets.VBox:
+    """Perceptron updates against Novikoff's bound ``(R/gamma)^2`` as the margin shrinks (01.14)."""
+    margins = np.linspace(0.05, 0.6, 12)
+
+    def updates(margin: float) -> tuple[int, float]:
+        X, y, w_star = make_separable(200, 2, margin, rng=0)
+        gamma = np.min(y * (X @ w_star))
+        R = np.linalg.norm(X, axis=1).max()
+        return perceptron_train(X, y, max_epochs=10_000, bias=False).n_updates, (R / gamma) ** 2
+
+    observed, bounds = zip(*(updates(m) for m in margins), strict=True)
+
+    def draw(margin: float) -> plt.Figure:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.semilogy(margins, bounds, "o-", label=r"bound $(R/\gamma)^2$")
+        ax.semilogy(margins, observed, "s-", label="observed updates")
+        n, bound = updates(margin)
+        ax.axvline(margin, color="grey", lw=1)
+        ax.set_title(f"margin {margin:.2f}: {n} updates ≤ bound {bound:.0f}")
+        ax.set(xlabel=r"margin $\gamma$ of the data", ylabel="number of updates")
+        ax.legend()
+        return fig
+
+    return interactive_figure(
+        draw, margin=widgets.FloatSlider(0.2, min=0.05, max=0.6, step=0.05, description="margin γ")
+    )
+
+
+@widget
+def cover_phase_transition() -> widgets.VBox:
+    """Cover's fraction ``C(s, n) / 2^s`` of separable labelings against ``s/n`` for a chosen n (01.17)."""
+
+    def curve(n: int) -> tuple[np.ndarray, np.ndarray]:
+        s = np.arange(1, 4 * n + 1)
+        return s / n, np.array([cover_count(int(k), n) / 2 ** int(k) for k in s])
+
+    def draw(n: int) -> plt.Figure:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for m in (5, 50):
+            ax.plot(*curve(m), color="lightgrey", lw=1)
+        ax.plot(*curve(n), lw=2, label=f"n = {n}")
+        ax.axvline(2, color="k", ls=":", label="s = 2n")
+        ax.set(xlabel="points per dimension s/n", ylabel="separable fraction $C(s,n)/2^s$", xlim=(0, 4))
+        ax.set_title("grey: n = 5 and n = 50")
+        ax.legend()
+        return fig
+
+    return interactive_figure(draw, n=widgets.IntSlider(10, min=1, max=200, description="dimension n"))
+
+
+@widget
+def hopfield_recall() -> widgets.VBox:
+    """Hopfield recall of binarised digit prototypes: number of stored patterns and noise level (01.20)."""
+    prototypes = digit_prototypes((0, 1, 7, 4, 3, 2))
+
+    def draw(patterns: int, noise: float) -> plt.Figure:
+        rng = check_rng(0)
+        P = prototypes[:patterns]
+        W = hopfield_hebbian(P)
+        fig, axes = plt.subplots(3, len(prototypes), figsize=(1.2 * len(prototypes), 4))
+        for t, column in enumerate(axes.T):
+            for ax in column:
+                ax.set(xticks=[], yticks=[])
+            if t >= patterns:
+                column[0].set_title("not stored", fontsize=8)
+                for ax in column:
+                    ax.axis("off")
+                continue
+            x0 = flip_bits(P[t], round(noise * P.shape[1]), rng)
+            x = hopfield_run(x0, W, rng=rng).x
+            for ax, state in zip(column, (P[t], x0, x), strict=True):
+                ax.imshow(state.reshape(8, 8), cmap="gray_r")
+            column[2].set_xlabel("✔" if np.array_equal(x, P[t]) else "✘")
+        for ax, label in zip(axes[:, 0], ("stored", "corrupted", "recalled"), strict=True):
+            ax.set_ylabel(label)
+        return fig
+
+    return interactive_figure(
+        draw,
+        patterns=widgets.IntSlider(3, min=1, max=len(prototypes), description="stored digits"),
+        noise=widgets.FloatSlider(0.1, min=0.0, max=0.5, step=0.05, description="share of flipped pixels"),
+    )

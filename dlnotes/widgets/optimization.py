@@ -1,0 +1,114 @@
+"""Widgets of chapter 03 — optimization."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..optimization import (
+    adam_step,
+    gd,
+    heavy_ball,
+    nesterov,
+    quadratic,
+    rosenbrock,
+    rosenbrock_grad,
+    run_optimizer,
+    sgd,
+)
+from ..validation import check_rng
+from .core import interactive_figure, widget
+
+
+def _contours(ax, f, xlim, ylim, levels) -> None:
+    """Contour lines of f (a function of one point) over a 150 x 150 grid."""
+    x, y = np.meshgrid(np.linspace(*xlim, 150), np.linspace(*ylim, 150))
+    z = np.array([f(np.array(p)) for p in np.stack([x.ravel(), y.ravel()], axis=1)]).reshape(x.shape)
+    ax.contour(x, y, z, levels=levels, colors="lightgrey", linewidths=0.8)
+    ax.set(xlim=xlim, ylim=ylim, xlabel=r"$\theta_1$", ylabel=r"$\theta_2$")
+
+
+@widget
+def quadratic_gd() -> widgets.VBox:
+    """Gradient descent on ``x^T Q x / 2`` with condition number kappa: the zig-zag path over the contours (03.23)."""
+
+    def draw(kappa: float, eta_times_L: float) -> plt.Figure:
+        problem = quadratic(kappa)
+        xs = gd(problem.grad, np.array([1.0, 1.0 / np.sqrt(kappa)]) * 4, eta_times_L / problem.L, 60)
+        fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 4))
+        _contours(ax, problem.f, (-5, 5), (-5, 5), np.logspace(-2, 2, 15) * kappa / 10)
+        ax.plot(*xs.T, "o-", ms=3)
+        ax.set_title(rf"$\kappa = {kappa:.0f}$, $\eta = {eta_times_L:.2f}/L$")
+        ax_loss.semilogy([problem.f(x) for x in xs])
+        ax_loss.set(xlabel="step $t$", ylabel=r"$f(\theta_t)$", title="stable iff $\\eta < 2/L$")
+        return fig
+
+    return interactive_figure(
+        draw,
+        kappa=widgets.FloatSlider(10.0, min=1.0, max=100.0, step=1.0, description="condition number κ"),
+        eta_times_L=widgets.FloatSlider(1.8, min=0.1, max=2.1, step=0.05, description="step η · L"),
+    )
+
+
+@widget
+def optimizer_race() -> widgets.VBox:
+    """GD, heavy ball, Nesterov and Adam on the Rosenbrock valley, with step-size and momentum sliders (03.29)."""
+    x0, steps = np.array([-1.5, 2.0]), 400
+
+    def draw(log10_eta: float, momentum: float) -> plt.Figure:
+        eta = 10.0**log10_eta
+        paths = {
+            "GD": gd(rosenbrock_grad, x0, eta, steps),
+            "heavy ball": heavy_ball(rosenbrock_grad, x0, eta, momentum, steps),
+            "Nesterov": nesterov(rosenbrock_grad, x0, eta, momentum, steps),
+            "Adam (η × 100)": run_optimizer(
+                adam_step, rosenbrock_grad, x0, steps, eta=100 * eta, beta1=momentum
+            ),
+        }
+        fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 4))
+        _contours(ax, rosenbrock, (-2, 2), (-1, 3), np.logspace(-1, 3, 12))
+        ax.plot(1, 1, "k*", ms=12)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for name, xs in paths.items():
+                ax.plot(*xs.T, lw=1.2, label=name)
+                ax_loss.semilogy([rosenbrock(x) for x in xs], label=name)
+        ax.set_title(rf"$\eta = 10^{{{log10_eta:.1f}}}$, momentum $\beta = {momentum:.2f}$")
+        ax_loss.set(xlabel="step", ylabel="loss", ylim=(1e-6, 1e4), title=f"{steps} steps from (-1.5, 2)")
+        ax_loss.legend(fontsize=9)
+        return fig
+
+    return interactive_figure(
+        draw,
+        log10_eta=widgets.FloatSlider(-3.0, min=-4.0, max=-2.5, step=0.1, description="log₁₀ η"),
+        momentum=widgets.FloatSlider(0.9, min=0.0, max=0.99, step=0.01, description="momentum β (Adam: β₁)"),
+    )
+
+
+@widget
+def robbins_monro() -> widgets.VBox:
+    """SGD on a noisy quadratic with steps ``alpha_t = t^-p`` against a constant step (03.34)."""
+    d, T = 200, 5000
+
+    def draw(p: float) -> plt.Figure:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for name, schedule in (
+            (f"$\\alpha_t = t^{{-{p:.2f}}}$", lambda t: t**-p),
+            ("constant 0.1", lambda t: 0.1),
+        ):
+            noise = check_rng(0)
+
+            def grad_i(theta, _idx, noise=noise):
+                return theta + noise.normal(
+                    size=theta.shape
+                )  # gradient of ||theta||^2 / 2 plus N(0, I) noise
+
+            xs = sgd(grad_i, 1, np.ones(d), schedule, T, rng=0)
+            ax.loglog(np.arange(1, T + 1), np.mean(xs[1:] ** 2, axis=1), label=name)
+        ax.set(xlabel="step $t$", ylabel=r"$\|\theta_t\|^2 / d$", title="Robbins–Monro needs 1/2 < p <= 1")
+        ax.legend()
+        return fig
+
+    return interactive_figure(
+        draw, p=widgets.FloatSlider(1.0, min=0.3, max=1.5, step=0.05, description="decay exponent p")
+    )

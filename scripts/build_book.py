@@ -1,0 +1,113 @@
+"""Build the book from scratch into _build/html, executing every notebook, on several cores.
+
+    python scripts/build_book.py            # as CI does: clean, build with -W, 2 notebooks at a time
+    python scripts/build_book.py --jobs 1   # one at a time
+
+Jupyter Book's own `jupyter-book build .` also works (it caches executed notebooks and uses one core), but its
+cache does not notice edits to dlnotes; this script always starts clean. It records what the tests need:
+
+* ``_build/checks_ran.tsv``: every check that held, with its notebook (``dlnotes.check`` writes it),
+* ``_build/build_info.json``: a fingerprint of the sources, the wall time and each notebook's execution time,
+
+and prints the execution times. Exit status 1 when the build fails or warns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pickle
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "_build"
+CHECK_LOG = BUILD / "checks_ran.tsv"
+INFO = BUILD / "build_info.json"
+SOURCES = [
+    "_config.yml",
+    "_toc.yml",
+    "concepts.yml",
+    "references.bib",
+    "_ext",
+    "chapters",
+    "dlnotes",
+    "images",
+]
+
+
+def fingerprint() -> str:
+    """A hash of everything the built site depends on (the book's sources and the dlnotes package)."""
+    digest = hashlib.sha256()
+    paths = [ROOT / name for name in SOURCES] + sorted(ROOT.glob("*.md"))
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            if "__pycache__" in file.parts or ".ipynb_checkpoints" in file.parts:
+                continue
+            digest.update(str(file.relative_to(ROOT)).encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def notebook_times() -> dict[str, float]:
+    """Execution time of every notebook, from the build's environment."""
+    from myst_nb.sphinx_ import NbMetadataCollector
+
+    with (BUILD / ".doctrees" / "environment.pickle").open("rb") as f:
+        env = pickle.load(f)
+    data = NbMetadataCollector.get_doc_data(env)
+    return {doc: d["exec_data"]["runtime"] for doc, d in sorted(data.items()) if d.get("exec_data")}
+
+
+def build(jobs: int) -> int:
+    from jupyter_book.sphinx import build_sphinx
+
+    shutil.rmtree(BUILD, ignore_errors=True)
+    BUILD.mkdir()
+    os.environ["DLNOTES_CHECK_LOG"] = str(CHECK_LOG)  # the kernels inherit it
+    os.environ.pop("MPLBACKEND", None)  # a non-interactive backend would hide every figure
+    start = time.perf_counter()
+    result = build_sphinx(
+        ROOT,
+        BUILD / "html",
+        noconfig=True,
+        path_config=str(ROOT / "_config.yml"),
+        confoverrides={
+            "external_toc_path": (ROOT / "_toc.yml").as_posix(),
+            "latex_individualpages": False,
+            "nb_execution_mode": "force",
+        },
+        jobs=jobs,
+        warningiserror=True,
+        keep_going=True,
+        freshenv=True,
+    )
+    seconds = time.perf_counter() - start
+    if result != 0:
+        print(f"the book build failed after {seconds:.0f} s", file=sys.stderr)
+        return 1
+    times = notebook_times()
+    INFO.write_text(
+        json.dumps(
+            {"fingerprint": fingerprint(), "seconds": seconds, "jobs": jobs, "notebooks": times}, indent=1
+        )
+    )
+    print(f"\nbook built in {seconds:.0f} s with {jobs} jobs; notebook execution times:")
+    for doc, runtime in times.items():
+        print(f"{runtime:7.1f} s  {doc}")
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
+    sys.exit(build(parser.parse_args().jobs))
+
+
+if __name__ == "__main__":
+    main()

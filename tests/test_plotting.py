@@ -1,0 +1,43 @@
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from dlnotes import plotting, use_style
+
+PNG_MAGIC = b"\x89PNG"
+
+
+def test_use_style_sets_the_book_style():
+    mpl.rcdefaults()
+    use_style()
+    assert mpl.rcParams["axes.spines.top"] is False
+    assert tuple(mpl.rcParams["figure.figsize"]) == plotting.STYLE["figure.figsize"]
+
+
+def test_figure_png_renders_a_png():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    assert plotting.figure_png(fig).startswith(PNG_MAGIC)
+    plt.close(fig)
+
+
+def test_show_images_lays_out_a_grid():
+    fig = plotting.show_images(np.zeros((5, 8, 8)), titles=list("abcde"), ncols=3)
+    assert len(fig.axes) == 6 and [ax.get_title() for ax in fig.axes[:5]] == list("abcde")
+    plt.close(fig)
+
+
+BAD_INPUT = [  # (call, error, message)
+    (lambda: plotting.show_images(np.zeros((8, 8))), ValueError, "images must have 3 axes"),
+    (lambda: plotting.show_images(np.zeros((0, 8, 8))), ValueError, "images must not be empty"),
+    (lambda: plotting.show_images(np.zeros((2, 8, 8)), titles=["a"]), ValueError, "titles"),
+    (lambda: plotting.show_images(np.zeros((2, 8, 8)), ncols=0), ValueError, "ncols"),
+    (lambda: plotting.show_images(np.zeros((2, 8, 8)), size=-1), ValueError, "size"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
+def test_bad_input_gets_a_clear_error(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
