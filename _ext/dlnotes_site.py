@@ -3,6 +3,7 @@
 * MathJax and the ipywidgets renderer come from npm (``npm ci``, pinned in package-lock.json)
   and are copied into ``_build/html/_vendor/`` after the build, outside ``_static/``, so the
   website needs no CDN. ``_config.yml`` points ``mathjax_path`` and ``nb_ipywidgets_js`` there.
+* The ``{chapter-table}`` directive renders the landing page's table of chapters from ``chapters/chapters.yml``.
 * The ``{concept-map}`` directive renders, from ``concepts.yml`` and the notebooks, every concept
   with the sections whose ``check("CC.NN", ...)`` tests it and the dlnotes functions involved.
 * Before a notebook executes, ``DLNOTES_NOTEBOOK`` names it, so that ``dlnotes.check`` can log which checks
@@ -139,6 +140,26 @@ def _chapter_captions(root: Path) -> dict[str, str]:
     return {part["chapters"][0]["file"]: part["caption"] for part in toc["parts"]}
 
 
+def chapter_list(root: Path) -> list[dict]:
+    return yaml.safe_load((root / "chapters" / "chapters.yml").read_text(encoding="utf-8"))
+
+
+class ChapterTable(SphinxDirective):
+    """``{chapter-table}``: number, title (a link once the chapter is written) and contents of every chapter."""
+
+    def run(self):
+        root = Path(self.env.srcdir)
+        self.env.note_dependency(str(root / "chapters" / "chapters.yml"))
+        lines = ["| | chapter | what it is about |", "|---|---|---|"]
+        for chapter in chapter_list(root):
+            index = f"chapters/{chapter['folder']}/index"
+            if (root / f"{index}.md").exists():
+                lines.append(f"| {chapter['number']} | {{doc}}`{chapter['title']} </{index}>` | {chapter['about']} |")
+            else:
+                lines.append(f"| {chapter['number']} | {chapter['title']} | {chapter['about']} *(in preparation)* |")
+        return self.parse_text_to_nodes("\n".join(lines))
+
+
 def concept_names(root: Path) -> dict[str, str]:
     return {str(k): v for k, v in yaml.safe_load((root / "concepts.yml").read_text(encoding="utf-8")).items()}
 
@@ -189,4 +210,5 @@ def setup(app: Sphinx) -> dict:
     app.connect("html-page-context", drop_thebe)
     app.add_js_file(f"../_vendor/{COMPAT.name}", priority=200)  # before MathJax (500)
     app.add_directive("concept-map", ConceptMap)
+    app.add_directive("chapter-table", ChapterTable)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

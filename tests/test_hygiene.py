@@ -97,3 +97,20 @@ def test_ci_runs_exactly_the_readme_test_command():
     commands = re.findall(r"```bash\n(.+?)\n```", readme)
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci in commands and ci.endswith("&& python scripts/test_all.py")
+
+
+def test_the_chapter_list_is_the_one_source_of_toc_captions_and_the_chapter_map(tmp_path):
+    chapters = yaml.safe_load((ROOT / "chapters" / "chapters.yml").read_text())
+    assert [c["number"] for c in chapters] == list(range(1, 12))
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    captions = {part["chapters"][0]["file"]: part["caption"] for part in toc["parts"]}
+    for chapter in chapters:
+        index = f"chapters/{chapter['folder']}/index"
+        if (ROOT / f"{index}.md").exists():
+            assert captions.get(index) == f"{chapter['number']} · {chapter['title']}", index
+    assert {p.parent.name for p in (ROOT / "chapters").glob("*/index.md")} <= {c["folder"] for c in chapters}
+    make_chapter_map = load_script("make_chapter_map")
+    make_chapter_map.draw(tmp_path / "map.svg")
+    assert (tmp_path / "map.svg").read_bytes() == make_chapter_map.OUT.read_bytes(), (
+        "the chapter map is out of date: python scripts/make_chapter_map.py"
+    )

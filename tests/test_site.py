@@ -2,7 +2,8 @@
 
 Every page is opened over localhost and the main pages also straight from disk (file://). A page
 passes when it loads, all its maths is typeset by the site's own MathJax, every image has a size,
-every widget shows its saved view, nothing logs a JavaScript error, and no request leaves the machine.
+every widget shows its saved view with slider tracks a reader can use (>= 100 px), nothing logs a JavaScript
+error, and no request leaves the machine.
 """
 
 import functools
@@ -38,6 +39,7 @@ FROM_DISK = [
     "concept_map",
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+MIN_SLIDER_TRACK = 100  # px, at a 1280 px wide window
 
 # Runs in the page once MathJax and the widgets are done: what a reader would see as broken.
 INSPECT = """() => {
@@ -62,6 +64,8 @@ INSPECT = """() => {
       const area = v.parentElement.querySelector(".jupyter-widgets");
       return !area || area.getBoundingClientRect().height === 0;
     }).length,
+    slider_tracks: [...document.querySelectorAll(".widget-slider .slider-container")].map(
+      (track) => Math.round(track.getBoundingClientRect().width)),
   };
 }"""
 WIDGETS_RENDERED = """() => [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
@@ -132,6 +136,7 @@ def assert_page_is_sound(report: dict):
     assert report["raw_math"] == [] and report["untypeset"] == [], "maths left untypeset"
     assert report["broken_images"] == [], "images without a size"
     assert report["empty_widgets"] == 0, "widgets that show nothing"
+    assert all(width >= MIN_SLIDER_TRACK for width in report["slider_tracks"]), "collapsed sliders"
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -155,6 +160,7 @@ def test_the_entry_point_opened_from_disk_leads_to_the_landing_page(book, browse
 def test_a_chapter_page_really_has_maths_figures_and_widgets(server, browser):
     report = visit(browser, f"{server}/chapters/01_connectionism/02_perceptron.html")
     assert report["typeset"] > 50 and report["images"] >= 5 and report["widgets"] >= 2
+    assert len(visit(browser, f"{server}/chapters/04_cnn/03_conv_layers.html")["slider_tracks"]) == 5
 
 
 def test_the_inspection_catches_a_broken_page(server, browser, book, tmp_path):

@@ -59,7 +59,7 @@ def test_widget_shows_a_default_figure_and_every_control_redraws_it(name):
 def test_controls_are_labelled_in_words_and_keep_their_width(name):
     for control in controls_of(WIDGETS[name]()):
         assert control.description and not re.fullmatch(r"\w+_\w+", control.description), control.description
-        assert control.layout.min_width == dlnotes.widgets.core.CONTROL_WIDTH
+        assert control.layout.min_width == dlnotes.widgets.core.control_width(control.description)
 
 
 def test_interactive_figure_shows_the_default_and_redraws_on_change():

@@ -20,7 +20,7 @@ from ..embeddings import (
     skipgram_pairs,
     within_across_cosine,
 )
-from .core import interactive_figure, message_figure, widget
+from .core import control_width, interactive_figure, message_figure, widget
 
 
 def kernel_text(kernel) -> str:
@@ -80,7 +80,7 @@ def kernel_explorer() -> widgets.VBox:
         draw, image=widgets.Dropdown(options=list(choices), description="image"), kernel=kernel
     )
     controls = box.children[0]
-    preset.layout.min_width = kernel.layout.min_width
+    preset.layout.min_width = control_width(preset.description)
     controls.children = (controls.children[0], preset, kernel)
     return box
 

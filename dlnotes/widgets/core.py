@@ -17,7 +17,7 @@ from ..plotting import figure_png
 from ..validation import check_callable
 
 WIDGETS: dict[str, Callable[[], widgets.VBox]] = {}  # "chapter_module.builder" -> builder, filled by @widget
-CONTROL_WIDTH = "300px"  # a control never gets narrower: its slider track stays usable (>= 100 px)
+TRACK_WIDTH = 200  # px: the least width of a control beyond its label, so that a slider track stays usable
 
 
 def widget(builder: Callable[[], widgets.VBox]) -> Callable[[], widgets.VBox]:
@@ -48,7 +48,7 @@ def interactive_figure(draw: Callable[..., plt.Figure], **controls: widgets.Valu
             control.description = name
         if control.has_trait("continuous_update"):
             control.continuous_update = False  # redraw on release, not on every pixel
-        control.layout.min_width = CONTROL_WIDTH
+        control.layout.min_width = control_width(control.description)
         if hasattr(control.style, "description_width"):
             control.style.description_width = "initial"  # the whole label, not a fixed cut-off
     output = widgets.Output()
@@ -70,6 +70,11 @@ def interactive_figure(draw: Callable[..., plt.Figure], **controls: widgets.Valu
     redraw()
     box = widgets.Box(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
     return widgets.VBox([box, output])
+
+
+def control_width(description: str) -> str:
+    """The least width of a control labelled `description`: the label (about 8 px a character) and the track."""
+    return f"{8 * len(description) + TRACK_WIDTH}px"
 
 
 def message_figure(message: str) -> plt.Figure:
