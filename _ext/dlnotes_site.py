@@ -154,9 +154,13 @@ class ChapterTable(SphinxDirective):
         for chapter in chapter_list(root):
             index = f"chapters/{chapter['folder']}/index"
             if (root / f"{index}.md").exists():
-                lines.append(f"| {chapter['number']} | {{doc}}`{chapter['title']} </{index}>` | {chapter['about']} |")
+                lines.append(
+                    f"| {chapter['number']} | {{doc}}`{chapter['title']} </{index}>` | {chapter['about']} |"
+                )
             else:
-                lines.append(f"| {chapter['number']} | {chapter['title']} | {chapter['about']} *(in preparation)* |")
+                lines.append(
+                    f"| {chapter['number']} | {chapter['title']} | {chapter['about']} *(in preparation)* |"
+                )
         return self.parse_text_to_nodes("\n".join(lines))
 
 
