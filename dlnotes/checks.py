@@ -55,7 +55,7 @@ def check(concept_id: str, condition, message: str = "") -> None:
     if not isinstance(message, str):
         raise TypeError(f"message must be a str, got {type(message).__name__}")
     if not _truth(condition):
-        raise AssertionError(f"✘ [{concept_id}] the claim did not hold: {message}".rstrip(": "))
+        raise AssertionError(f"✘ [{concept_id}] the claim did not hold" + (f": {message}" if message else ""))
     print(f"✔ [{concept_id}] {message}".rstrip())
     log = os.environ.get(LOG_VARIABLE)
     if log:

@@ -10,6 +10,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.book  # builds books: not part of the quick loop
+
 SOURCE = ROOT / "chapters" / "01_connectionism" / "01_threshold_units.ipynb"
 FALSE_CLAIM = 'check("01.01", 1 + 1 == 3, "an injected false claim")'
 

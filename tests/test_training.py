@@ -240,3 +240,17 @@ def test_fit_steps_the_learning_rate_schedule_once_per_batch():
         progress=False,
     )
     assert np.isclose(optimizer.param_groups[0]["lr"], 1 / 7)
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a GPU (Colab's GPU runtime is a reader's path)"
+)
+def test_models_on_a_gpu_leave_torch_through_the_cpu():
+    from dlnotes.cnn import receptive_field_mask
+    from dlnotes.rnn import LSTMCell
+
+    lstm = torch.nn.LSTM(3, 4).cuda()
+    assert LSTMCell(3, 4).load_torch(lstm).F.shape == (4, 7)
+    stack = torch.nn.Sequential(torch.nn.Conv1d(1, 1, 3), torch.nn.Conv1d(1, 1, 3)).cuda()
+    assert receptive_field_mask(stack, (1, 20)).sum() == 5
+    assert to_numpy(torch.ones(2, device="cuda")).tolist() == [1.0, 1.0]
