@@ -1,6 +1,9 @@
 """Notebook hygiene: stored without outputs, listed in the table of contents, same setup cell, anatomy."""
 
+import ast
 import re
+import symtable
+from collections import defaultdict
 
 import nbformat
 import pytest
@@ -114,3 +117,81 @@ def test_the_chapter_list_is_the_one_source_of_toc_captions_and_the_chapter_map(
     assert (tmp_path / "map.svg").read_bytes() == make_chapter_map.OUT.read_bytes(), (
         "the chapter map is out of date: python scripts/make_chapter_map.py"
     )
+
+
+def _cell_bindings(code: str) -> tuple[set[str], set[str]]:
+    """The names a code cell binds at the top level, and the names it reads that an earlier cell must have bound
+    (read before the cell binds them, or read by a function of the cell without the cell binding them)."""
+    binds: dict[str, int] = {}  # name -> when the cell first binds it (in evaluation order)
+    loads: dict[str, int] = {}  # name -> when the cell first reads it
+    order = iter(range(10**9))
+
+    class TopLevel(ast.NodeVisitor):
+        def visit_FunctionDef(self, node):
+            binds.setdefault(node.name, next(order))
+
+        visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+        def visit_Lambda(self, node):  # own scopes: their names are not the notebook's
+            pass
+
+        visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
+
+        def visit_Assign(self, node):  # the value is evaluated before the targets are bound
+            self.visit(node.value)
+            for target in node.targets:
+                self.visit(target)
+
+        def visit_AugAssign(self, node):  # x += 1 reads x first
+            if isinstance(node.target, ast.Name):
+                loads.setdefault(node.target.id, next(order))
+            self.visit(node.value)
+            self.visit(node.target)
+
+        def visit_For(self, node):
+            self.visit(node.iter)
+            self.visit(node.target)
+            for statement in node.body + node.orelse:
+                self.visit(statement)
+
+        def visit_Name(self, node):
+            (loads if isinstance(node.ctx, ast.Load) else binds).setdefault(node.id, next(order))
+
+        def visit_alias(self, node):
+            binds.setdefault((node.asname or node.name).split(".")[0], next(order))
+
+    TopLevel().visit(ast.parse(code))
+
+    def globals_of_nested_scopes(table) -> set[str]:
+        names = {s.get_name() for child in table.get_children() for s in child.get_symbols()
+                 if s.is_referenced() and s.is_global() and not s.is_assigned()}  # fmt: skip
+        return names.union(*(globals_of_nested_scopes(child) for child in table.get_children()))
+
+    read_from_before = {name for name, when in loads.items() if name not in binds or binds[name] > when}
+    read_from_before |= globals_of_nested_scopes(symtable.symtable(code, "cell", "exec")) - set(binds)
+    return set(binds), read_from_before
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_cell_rebinds_a_name_that_other_cells_read(path):
+    """Students re-run cells out of order: a name that one cell reads from another must be bound by one cell
+    only, or re-running an earlier cell after Run All silently uses the later value."""
+    bound_in, shared = defaultdict(list), set()
+    for number, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        if cell.cell_type == "code":
+            code = "\n".join(
+                line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))
+            )
+            bound, read = _cell_bindings(code)
+            shared |= read
+            for name in bound:
+                bound_in[name].append(number)
+    rebound = {name: cells for name, cells in bound_in.items() if len(cells) > 1 and name in shared}
+    assert rebound == {}, f"names bound in several cells (cell numbers): {rebound}"
+
+
+def test_the_rebinding_test_can_fail(tmp_path):
+    bound, read = _cell_bindings(
+        "def f():\n    return X + 1\n\ny = y + f()\nz += 1\nfor k in k_list:\n    w = k"
+    )
+    assert bound == {"f", "y", "z", "k", "w"} and read == {"X", "y", "z", "k_list"}
