@@ -218,26 +218,31 @@ def geometric_margin(X, y, w, b: float) -> float:
     return float(np.min(y * signed_distance(X, w, b)))
 
 
-def separating_weights(X, y, homogeneous: bool = True) -> np.ndarray | None:
+def separating_weights(X, y, homogeneous: bool = True, tol: float = 1e-9) -> np.ndarray | None:
     """Weights with ``y_i (w^T x_i + b) >= 1`` for all i, found by linear programming, or None if none exist.
 
     Returns w (n,) with ``homogeneous=True`` (hyperplanes through the origin), else ``(w, b)`` stacked (n+1,).
-    Strict separability ``y_i (w^T x_i + b) > 0`` is equivalent: rescale w until the smallest value is 1.
+    The LP maximises the smallest value ``t`` of ``y_i (w^T x_i + b)`` over the box ``|w|_inf <= 1`` (bounded
+    and always feasible, so the solver never has to prove infeasibility); the data are separable iff
+    ``t > tol``, and ``w / t`` then reaches 1 everywhere.
     """
     X = check_matrix(X, "X")
     y = _signs(y, len(X))
     if not homogeneous:
         X = np.hstack([X, np.ones((len(X), 1))])
+    d = X.shape[1]
+    # variables (w, t): minimise -t subject to t - y_i w^T x_i <= 0
     res = scipy.optimize.linprog(
-        np.zeros(X.shape[1]),
-        A_ub=-(y[:, None] * X),
-        b_ub=-np.ones(len(X)),
-        bounds=(None, None),
+        np.append(np.zeros(d), -1.0),
+        A_ub=np.hstack([-(y[:, None] * X), np.ones((len(X), 1))]),
+        b_ub=np.zeros(len(X)),
+        bounds=[(-1.0, 1.0)] * d + [(None, 1.0)],
         method="highs",
     )
-    if res.status not in (0, 2):
+    if res.status != 0:
         raise RuntimeError(f"linprog failed: {res.message}")
-    return res.x if res.status == 0 else None
+    t = -res.fun
+    return res.x[:d] / t if t > tol else None
 
 
 def is_linearly_separable(X, y, homogeneous: bool = True) -> bool:
@@ -327,27 +332,40 @@ def hopfield_energy(x, W, b=None) -> np.ndarray:
     return -0.5 * np.einsum("...i,ij,...j->...", x, W, x) + x @ b
 
 
+TIE = 1e-10  # a local field this close to 0 is a tie: Hebbian fields are multiples of 1/n, summed with rounding error
+
+
+def _threshold(field) -> np.ndarray:
+    """``sgn(field)`` with ``sgn(0) = +1``, where a field within `TIE` of 0 counts as 0 (-2.8e-17 is a tie, not -1)."""
+    field = np.asarray(field, dtype=np.float64)
+    return sgn(np.where(np.abs(field) <= TIE, 0.0, field)).astype(np.float64)
+
+
 def hopfield_is_fixed_point(x, W, b=None) -> np.ndarray:
     """True where ``sgn(W x - b) = x``: the state (or each row of a batch) is stable under every update."""
     W = _weights(W)
     n = len(W)
     x = _spins(x, n)
     b = np.zeros(n) if b is None else check_vector(b, "b", n)
-    return np.all(sgn(x @ W.T - b) == x, axis=-1)
+    return np.all(_threshold(x @ W.T - b) == x, axis=-1)
 
 
 class HopfieldRun(NamedTuple):
     x: np.ndarray  # the final state (n,)
-    energies: np.ndarray  # E after every update (async: every single-unit update; sync: every step)
+    states: (
+        np.ndarray
+    )  # x0, then the state after every update (async: every single-unit update; sync: every step)
+    energies: np.ndarray  # E of each of `states`, computed from the states with hopfield_energy
 
 
 def hopfield_run(x0, W, b=None, mode: str = "async", max_sweeps: int = 100, rng=None) -> HopfieldRun:
     """Run Hopfield dynamics from `x0` (n,) until a fixed point or `max_sweeps`.
 
     ``mode="async"``: one unit at a time, in a random order each sweep, ``x_i <- sgn(sum_j w_ij x_j - b_i)``;
-    `energies` holds E after every single-unit update (never increasing).
-    ``mode="sync"``: all units at once, ``x <- sgn(W x - b)``; `energies` holds E after every step
-    (can oscillate in a 2-cycle).
+    `states` holds the state after every single-unit update. ``mode="sync"``: all units at once,
+    ``x <- sgn(W x - b)``; `states` holds the state after every step (it can oscillate in a 2-cycle).
+    The energies are computed from the recorded states, not from the update rule, so that they can show
+    whether the rule really descends the energy.
     """
     W = _weights(W)
     n = len(W)
@@ -362,25 +380,24 @@ def hopfield_run(x0, W, b=None, mode: str = "async", max_sweeps: int = 100, rng=
     mode = check_choice(mode, "mode", ("async", "sync"))
     max_sweeps = check_int(max_sweeps, "max_sweeps", 1)
     rng = check_rng(rng)
-    energies = [float(hopfield_energy(x, W, b))]
+    states = [x.copy()]
     for _ in range(max_sweeps):
         if mode == "sync":
-            x_new = sgn(W @ x - b).astype(np.float64)
+            x_new = _threshold(W @ x - b)
             changed = not np.array_equal(x_new, x)
             x = x_new
-            energies.append(float(hopfield_energy(x, W, b)))
+            states.append(x.copy())
         else:
             changed = False
             for i in rng.permutation(n):
-                field = W[i] @ x - b[i]
-                x_i = sgn(field)
-                # E changes by -(x_i' - x_i)(h_i - b_i) <= 0 when only unit i flips (w_ii = 0)
-                energies.append(energies[-1] - (x_i - x[i]) * field)
+                x_i = _threshold(W[i] @ x - b[i])
                 changed |= x_i != x[i]
                 x[i] = x_i
+                states.append(x.copy())
         if not changed:
             break
-    return HopfieldRun(x, np.array(energies))
+    states = np.array(states)
+    return HopfieldRun(x, states, hopfield_energy(states, W, b))
 
 
 def crosstalk(patterns) -> np.ndarray:
@@ -416,7 +433,7 @@ def recall_rate(patterns, n_flips: int, n_trials: int = 100, rng=None) -> float:
     hits = 0
     for trial in range(n_trials):
         target = P[trial % len(P)]
-        x, _ = hopfield_run(flip_bits(target, n_flips, rng), W, rng=rng)
+        x = hopfield_run(flip_bits(target, n_flips, rng), W, rng=rng).x
         hits += np.array_equal(x, target)
     return hits / n_trials
 

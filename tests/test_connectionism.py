@@ -224,17 +224,43 @@ def test_async_dynamics_descend_the_energy_to_a_fixed_point():
     W = (W + W.T) / 2
     np.fill_diagonal(W, 0)
     b = rng.normal(size=n)
-    x, energies = cn.hopfield_run(random_patterns(1, n)[0], W, b, rng=0)
-    assert (np.diff(energies) <= 1e-12).all()
-    assert np.isclose(energies[-1], cn.hopfield_energy(x, W, b))
-    assert cn.hopfield_is_fixed_point(x, W, b)
+    run = cn.hopfield_run(random_patterns(1, n)[0], W, b, rng=0)
+    assert (np.diff(run.energies) <= 1e-12).all() and np.array_equal(run.states[-1], run.x)
+    assert np.allclose(run.energies, [cn.hopfield_energy(state, W, b) for state in run.states])
+    assert (np.abs(np.diff(run.states, axis=0)).sum(axis=1) <= 2).all()  # one unit at a time
+    assert cn.hopfield_is_fixed_point(run.x, W, b)
+
+
+def test_a_wrong_update_rule_would_show_in_the_recorded_energies():
+    """The energies come from the visited states: with the threshold's sign flipped the energy can rise."""
+    n = 30
+    W = rng.normal(size=(n, n))
+    W = (W + W.T) / 2
+    np.fill_diagonal(W, 0)
+    b = 3 * rng.normal(size=n)
+    run = cn.hopfield_run(random_patterns(1, n)[0], W, -b, rng=0)  # the dynamics of -b, the energy of b
+    assert (np.diff(cn.hopfield_energy(run.states, W, b)) > 1e-9).any()
+
+
+def test_ties_count_as_zero_fields():
+    """Hebbian fields are multiples of 1/n; rounding must not turn an exact 0 into -2.8e-17 and flip a unit."""
+    n = 100
+    P = np.ones((2, n))
+    P[1, 1::2] = -1  # x^1 . x^2 = 0, so (W x^1)_i = (1 - 2/n) x^1_i + ... exactly representable ties
+    P[0, 0] = P[1, 0] = -1
+    W = cn.hopfield_hebbian(P)
+    field = 0.3 * np.ones(n) - 0.1 - 0.1 - 0.1  # 2.8e-17 away from 0 in floating point
+    assert field[0] != 0 and cn._threshold(field).tolist() == [1.0] * n
+    assert cn.hopfield_is_fixed_point(P, W).dtype == bool
 
 
 def test_sync_dynamics_can_oscillate():
     W = np.array([[0.0, -1.0], [-1.0, 0.0]])
-    x, energies = cn.hopfield_run(np.array([1.0, 1.0]), W, mode="sync", max_sweeps=6)
-    assert x.tolist() == [1.0, 1.0] and len(energies) == 7  # never settled: back at the start after 6 steps
-    x_async, _ = cn.hopfield_run(np.array([1.0, 1.0]), W, mode="async", rng=0)
+    run = cn.hopfield_run(np.array([1.0, 1.0]), W, mode="sync", max_sweeps=6)
+    assert (
+        run.x.tolist() == [1.0, 1.0] and len(run.energies) == 7
+    )  # never settled: back at the start after 6 steps
+    x_async = cn.hopfield_run(np.array([1.0, 1.0]), W, mode="async", rng=0).x
     assert cn.hopfield_is_fixed_point(x_async, W)
 
 
