@@ -249,13 +249,15 @@ class Dense(nn.Module):
 
 
 class Residual(Dense):
-    """A residual layer ``F[W, b](x) = x + phi(W x + b) - phi(0)``, so that ``F[0, 0]`` is the identity."""
+    """A residual layer ``F[W, b](x) = x + alpha (phi(W x + b) - phi(0))``, so that ``F[0, 0]`` is the identity;
+    ``alpha`` scales the residual branch (``alpha = 1/sqrt(L)`` keeps a stack of L layers near the identity)."""
 
-    def __init__(self, n: int, activation: str = "relu"):
+    def __init__(self, n: int, activation: str = "relu", alpha: float = 1.0):
         super().__init__(n, n, activation)
+        self.alpha = check_positive(alpha, "alpha")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.phi(x @ self.W.T + self.b) - self.phi(torch.zeros(()))
+        return x + self.alpha * (self.phi(x @ self.W.T + self.b) - self.phi(torch.zeros(())))
 
 
 class MLP(nn.Sequential):

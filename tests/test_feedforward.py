@@ -169,6 +169,13 @@ def test_residual_layer_with_zero_weights_is_the_identity():
     )
 
 
+def test_residual_layer_scales_its_branch_by_alpha():
+    layer = ff.Residual(4, "tanh", alpha=0.25).double()
+    x = torch.randn(6, 4, dtype=torch.float64)
+    expected = x + 0.25 * torch.tanh(x @ layer.W.T + layer.b)
+    assert torch.allclose(layer(x), expected, atol=1e-14)
+
+
 def test_permuting_hidden_units_keeps_the_function():
     torch.manual_seed(1)
     mlp = ff.MLP([3, 6, 4, 2])
@@ -286,6 +293,7 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: ff.MLP([4, 2.0]), TypeError, "sizes entries must be an int"),
     (lambda: ff.MLP([4, 2], activation="swish"), ValueError, "activation must be one of"),
     (lambda: ff.Dense(0, 3), ValueError, "n must be an int"),
+    (lambda: ff.Residual(3, alpha=0), ValueError, "alpha"),
     (lambda: ff.permute_hidden(MLP_3642, 0, [0, 0, 1, 2, 3, 4]), ValueError, "permutation"),
     (lambda: ff.permute_hidden(MLP_3642, 2, [0, 1]), ValueError, r"layer must be an int in \[0, 1\]"),
     (
