@@ -351,9 +351,11 @@ def relu_net_patterns(X, weights, biases) -> np.ndarray:
     return np.hstack(patterns)
 
 
-def count_regions_lp(W, b, box: float = 1e4, tol: float = 1e-7) -> int:
+def count_regions_lp(W, b, tol: float = 1e-7) -> int:
     """Number of regions cut out of R^n by the m hyperplanes ``w_i^T x + b_i = 0``: a sign pattern sigma counts
-    when the LP ``max t`` s.t. ``sigma_i (w_i^T x + b_i) >= t``, ``t <= 1``, ``|x|_inf <= box`` has ``t* > tol``."""
+    when the LP ``max t`` s.t. ``sigma_i (w_i^T x + b_i) >= t``, ``t <= 1`` has ``t* > tol``. x is free: a region
+    may lie arbitrarily far out (two nearly parallel hyperplanes meet far away), and ``t <= 1`` keeps the LP
+    bounded."""
     W = check_matrix(W, "W")
     m, n = W.shape
     b = check_vector(b, "b", m)
@@ -366,7 +368,7 @@ def count_regions_lp(W, b, box: float = 1e4, tol: float = 1e-7) -> int:
             np.append(np.zeros(n), -1.0),
             A_ub=A,
             b_ub=sigma * b,
-            bounds=[(-box, box)] * n + [(None, 1.0)],
+            bounds=[(None, None)] * n + [(None, 1.0)],
             method="highs",
         )
         count += res.status == 0 and -res.fun > tol

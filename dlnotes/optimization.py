@@ -162,13 +162,20 @@ def heavy_ball(grad: Callable, x0, eta: float, beta: float, steps: int) -> np.nd
     return np.array(xs)
 
 
-def nesterov(grad: Callable, x0, eta: float, beta: float, steps: int) -> np.ndarray:
-    """Nesterov's method: look ahead ``y = x_t + beta (x_t - x_{t-1})``, then ``x_{t+1} = y - eta grad(y)``."""
+def nesterov(grad: Callable, x0, eta: float, beta, steps: int) -> np.ndarray:
+    """Nesterov's method: look ahead ``y = x_t + beta_t (x_t - x_{t-1})``, then ``x_{t+1} = y - eta grad(y)``.
+
+    `beta` is a constant in [0, 1) (strongly convex functions: ``(sqrt(kappa) - 1) / (sqrt(kappa) + 1)``) or a
+    function of the step t = 1, 2, ... (convex functions: ``lambda t: (t - 1) / (t + 2)``).
+    """
     x = check_array(x0, "x0")
-    eta, beta = check_positive(eta, "eta"), _rate(beta, "beta")
+    eta = check_positive(eta, "eta")
+    if not callable(beta):
+        constant = _rate(beta, "beta")
+        beta = lambda t: constant  # noqa: E731
     xs, previous = [x], x
-    for _ in range(check_int(steps, "steps", 1)):
-        look_ahead = x + beta * (x - previous)
+    for t in range(1, check_int(steps, "steps", 1) + 1):
+        look_ahead = x + _rate(beta(t), "beta(t)") * (x - previous)
         x, previous = look_ahead - eta * grad(look_ahead), x
         xs.append(x)
     return np.array(xs)

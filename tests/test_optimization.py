@@ -75,6 +75,19 @@ def test_nesterov_look_ahead_points_are_torch_nesterov_iterates():
     assert np.allclose(look_ahead[:-1], torch_xs[1:-1], atol=1e-10)
 
 
+def test_nesterov_with_a_schedule_of_momenta():
+    """beta_t = (t - 1)/(t + 2) on a convex quadratic: the O(1/t^2) bound 2 L ||x0 - x*||^2 / (t + 1)^2 holds."""
+    q = np.logspace(0, -6, 50)
+    x0 = rng.normal(size=50)
+    xs = opt.nesterov(lambda x: q * x, x0, 1.0, lambda t: (t - 1) / (t + 2), 500)
+    gaps = 0.5 * np.sum(q * xs**2, axis=1)
+    assert (gaps[1:] <= 2 * np.sum(x0**2) / (np.arange(1, 501) + 1) ** 2).all()
+    assert np.allclose(
+        opt.nesterov(lambda x: q * x, x0, 0.5, lambda t: 0.3, 20),
+        opt.nesterov(lambda x: q * x, x0, 0.5, 0.3, 20),
+    )
+
+
 @pytest.mark.parametrize(
     ("step", "optimizer_class", "ours", "theirs"),
     [
@@ -194,6 +207,11 @@ BAD_INPUT = [  # (call, error, message)
         lambda: opt.heavy_ball(lambda x: x, np.ones(2), 0.1, 1.0, 5),
         ValueError,
         r"beta must be a finite number in \[0, 1\)",
+    ),
+    (
+        lambda: opt.nesterov(lambda x: x, np.ones(2), 0.1, lambda t: 1.0, 5),
+        ValueError,
+        r"beta\(t\) must be a finite",
     ),
     (lambda: opt.quadratic(0.5), ValueError, "kappa"),
     (lambda: opt.quadratic(10, dim=1), ValueError, "dim"),
