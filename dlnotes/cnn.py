@@ -10,6 +10,7 @@ libraries call convolution is cross-correlation, ``(h ⋆ f)[u] = sum_t h[t] f[u
 from __future__ import annotations
 
 import copy
+import itertools
 
 import numpy as np
 import scipy.fft
@@ -158,11 +159,24 @@ def conv2d_fft(x, w, b=None, stride: int = 1, padding: int = 0, dilation: int = 
 
 def conv2d_matrix(w, input_shape, stride: int = 1, padding: int = 0, dilation: int = 1) -> np.ndarray:
     """The (doubly block-Toeplitz) matrix M with ``M vec(x) = vec(conv2d(x, w))`` for images of `input_shape`
-    (C_in, H, W): the layer as a fully connected layer with tied, sparse weights."""
+    (C_in, H, W): the layer as a fully connected layer with tied, sparse weights.
+
+    Built from the index formula: output pixel (a, b) reads input pixel (a s + i d - p, b s + j d - p) with
+    weight w[:, :, i, j]; taps that land in the zero padding have no column.
+    """
     C_in, H, W = (check_int(n, "input_shape entries", 1) for n in input_shape)
     w = check_array(w, "w", (None, C_in, None, None))
-    basis = np.eye(C_in * H * W).reshape(-1, C_in, H, W)
-    return np.stack([conv2d_im2col(e, w, None, stride, padding, dilation).ravel() for e in basis], axis=1)
+    C_out, _, k_h, k_w = w.shape
+    stride, padding = check_int(stride, "stride", 1), check_int(padding, "padding", 0)
+    dilation = check_int(dilation, "dilation", 1)
+    H_out = conv_output_size(H, k_h, padding, stride, dilation)
+    W_out = conv_output_size(W, k_w, padding, stride, dilation)
+    M = np.zeros((C_out, H_out, W_out, C_in, H, W))
+    for a, b, i, j in itertools.product(range(H_out), range(W_out), range(k_h), range(k_w)):
+        row, col = a * stride + i * dilation - padding, b * stride + j * dilation - padding
+        if 0 <= row < H and 0 <= col < W:
+            M[:, a, b, :, row, col] = w[:, :, i, j]
+    return M.reshape(C_out * H_out * W_out, C_in * H * W)
 
 
 def conv2d_backward(x, w, grad_y) -> tuple[np.ndarray, np.ndarray]:

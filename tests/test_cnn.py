@@ -219,6 +219,8 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: cnn.conv_output_size(3, 0), ValueError, "k must be"),
     (lambda: cnn.conv_output_size(3.0, 3), TypeError, "n must be an int"),
     (lambda: cnn.dilate_kernel(np.ones(3), 2), ValueError, "at least two axes"),
+    (lambda: cnn.conv2d_matrix(np.ones((1, 1, 3, 3)), (1, 5, 5), stride=0), ValueError, "stride must be"),
+    (lambda: cnn.conv2d_matrix(np.ones((1, 2, 3, 3)), (1, 5, 5)), ValueError, r"w must have shape"),
     (lambda: cnn.receptive_field([(3, 0, 1)]), ValueError, "s must be"),
     (lambda: cnn.param_count_conv(5, 5, 1, 7, 3, 2), ValueError, "must fit in the image"),
     (lambda: cnn.maxpool2d(np.ones((2, 6, 7)), 8), ValueError, "r = 8"),

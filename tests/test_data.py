@@ -32,6 +32,16 @@ def test_digits_split_is_stratified_and_standardised():
     assert not np.array_equal(load_digits_split(rng=1).y_test, y_test)  # another draw, another split
 
 
+def test_digits_split_global_scaling_keeps_the_contrast_between_pixels():
+    pixelwise, global_ = load_digits_split(rng=0), load_digits_split(rng=0, scaling="global")
+    assert np.isclose(global_.X_train.mean(), 0) and np.isclose(global_.X_train.std(), 1)
+    assert np.array_equal(global_.y_test, pixelwise.y_test)  # the same split
+    # one affine map for all pixels: the 17 grey levels 0..16 stay 17 equally spaced values
+    levels = np.unique(np.concatenate([global_.X_train, global_.X_test]).round(10))
+    assert len(levels) == 17 and np.allclose(np.diff(levels), levels[1] - levels[0])
+    assert len(np.unique(pixelwise.X_train.round(10))) > 17  # per-pixel scaling does not keep them
+
+
 def test_diabetes():
     X, y, names = load_diabetes()
     assert X.shape == (442, 10) and y.shape == (442,) and len(names) == 10 and "bmi" in names
@@ -57,6 +67,7 @@ def test_fashion_mnist_train_and_test_differ():
 BAD_INPUT = [  # (call, error, message)
     (lambda: load_digits_split(test_size=1.5), ValueError, "test_size"),
     (lambda: load_digits_split(rng=0.5), TypeError, "rng"),
+    (lambda: load_digits_split(scaling="image"), ValueError, "scaling"),
     (lambda: load_fashion_mnist("validation"), ValueError, "split must be one of"),
 ]
 
