@@ -206,31 +206,32 @@ def receptive_field(layers) -> int:
     return r
 
 
-def _layer_sizes(m: int, n: int, c: int, p: int, q: int, K: int) -> tuple[int, ...]:
+def _layer_sizes(m: int, n: int, c: int, k_h: int, k_w: int, K: int) -> tuple[int, ...]:
     sizes = tuple(
-        check_int(v, name, 1) for v, name in ((m, "m"), (n, "n"), (c, "c"), (p, "p"), (q, "q"), (K, "K"))
+        check_int(v, name, 1)
+        for v, name in ((m, "m"), (n, "n"), (c, "c"), (k_h, "k_h"), (k_w, "k_w"), (K, "K"))
     )
-    if p > m or q > n:
-        raise ValueError(f"the kernel p x q = {p} x {q} must fit in the image m x n = {m} x {n}")
+    if k_h > m or k_w > n:
+        raise ValueError(f"the kernel k_h x k_w = {k_h} x {k_w} must fit in the image m x n = {m} x {n}")
     return sizes
 
 
-def param_count_conv(m: int, n: int, c: int, p: int, q: int, K: int) -> int:
-    """K kernels p x q over c channels of an m x n image: ``K (p q c + 1)`` (independent of the image size)."""
-    m, n, c, p, q, K = _layer_sizes(m, n, c, p, q, K)
-    return K * (p * q * c + 1)
+def param_count_conv(m: int, n: int, c: int, k_h: int, k_w: int, K: int) -> int:
+    """K kernels k_h x k_w over c channels of an m x n image: ``K (k_h k_w c + 1)`` (independent of the image size)."""
+    m, n, c, k_h, k_w, K = _layer_sizes(m, n, c, k_h, k_w, K)
+    return K * (k_h * k_w * c + 1)
 
 
-def param_count_fc(m: int, n: int, c: int, p: int, q: int, K: int) -> int:
-    """A fully connected layer with the conv layer's outputs: ``(m n c + 1)(m - p + 1)(n - q + 1) K``."""
-    m, n, c, p, q, K = _layer_sizes(m, n, c, p, q, K)
-    return (m * n * c + 1) * (m - p + 1) * (n - q + 1) * K
+def param_count_fc(m: int, n: int, c: int, k_h: int, k_w: int, K: int) -> int:
+    """A fully connected layer with the conv layer's outputs: ``(m n c + 1)(m - k_h + 1)(n - k_w + 1) K``."""
+    m, n, c, k_h, k_w, K = _layer_sizes(m, n, c, k_h, k_w, K)
+    return (m * n * c + 1) * (m - k_h + 1) * (n - k_w + 1) * K
 
 
-def param_count_lc(m: int, n: int, c: int, p: int, q: int, K: int) -> int:
-    """Locally connected (the conv wiring without weight sharing): ``(p q c + 1)(m - p + 1)(n - q + 1) K``."""
-    m, n, c, p, q, K = _layer_sizes(m, n, c, p, q, K)
-    return (p * q * c + 1) * (m - p + 1) * (n - q + 1) * K
+def param_count_lc(m: int, n: int, c: int, k_h: int, k_w: int, K: int) -> int:
+    """Locally connected (the conv wiring without weight sharing): ``(k_h k_w c + 1)(m - k_h + 1)(n - k_w + 1) K``."""
+    m, n, c, k_h, k_w, K = _layer_sizes(m, n, c, k_h, k_w, K)
+    return (k_h * k_w * c + 1) * (m - k_h + 1) * (n - k_w + 1) * K
 
 
 def maxpool2d(x, r: int) -> tuple[np.ndarray, np.ndarray]:

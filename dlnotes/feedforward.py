@@ -196,9 +196,9 @@ def logistic_regression_hessian(X, w) -> np.ndarray:
 
 
 def softmax_jacobian(z) -> np.ndarray:
-    """Jacobian ``diag(s) - s s^T`` of the softmax of one logit vector z (K,): ``ds_i/dz_j = s_i (delta_ij - s_j)``."""
-    s = softmax(check_vector(z, "z"))
-    return np.diag(s) - np.outer(s, s)
+    """Jacobian ``diag(p) - p p^T`` of ``p = softmax(z)`` for one logit vector z (K,): ``dp_i/dz_j = p_i (delta_ij - p_j)``."""
+    p = softmax(check_vector(z, "z"))
+    return np.diag(p) - np.outer(p, p)
 
 
 def softmax_cross_entropy(z, y) -> float:

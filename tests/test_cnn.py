@@ -157,15 +157,15 @@ def test_lenet_for_digits_shapes():
 
 
 def test_parameter_counts_match_torch_modules():
-    m, n, c, p, q, K = 7, 6, 3, 3, 2, 4
-    assert sum(t.numel() for t in torch.nn.Conv2d(c, K, (p, q)).parameters()) == cnn.param_count_conv(
-        m, n, c, p, q, K
+    m, n, c, k_h, k_w, K = 7, 6, 3, 3, 2, 4
+    assert sum(t.numel() for t in torch.nn.Conv2d(c, K, (k_h, k_w)).parameters()) == cnn.param_count_conv(
+        m, n, c, k_h, k_w, K
     )
-    outputs = (m - p + 1) * (n - q + 1) * K
+    outputs = (m - k_h + 1) * (n - k_w + 1) * K
     assert sum(t.numel() for t in torch.nn.Linear(m * n * c, outputs).parameters()) == cnn.param_count_fc(
-        m, n, c, p, q, K
+        m, n, c, k_h, k_w, K
     )
-    assert cnn.param_count_lc(m, n, c, p, q, K) == (p * q * c + 1) * outputs
+    assert cnn.param_count_lc(m, n, c, k_h, k_w, K) == (k_h * k_w * c + 1) * outputs
 
 
 def test_maxpool_matches_torch_and_routes_the_gradient():

@@ -102,6 +102,15 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert ci in commands and ci.endswith("&& python scripts/test_all.py")
 
 
+@pytest.mark.parametrize("index", sorted((ROOT / "chapters").glob("*/index.md")), ids=lambda p: p.parent.name)
+def test_every_chapter_overview_has_a_notation_box_taken_from_the_notation_page(index):
+    box = re.search(r"```\{admonition\} Notation in this chapter\n(.+?)\n```", index.read_text(), re.S)
+    assert box, f"{index.relative_to(ROOT)} lacks the admonition 'Notation in this chapter'"
+    rows = [line for line in box.group(1).splitlines() if line.startswith("| $")]
+    page = set((ROOT / "notation.md").read_text().splitlines())
+    assert rows and all(row in page for row in rows), [row for row in rows if row not in page]
+
+
 def test_the_chapter_list_is_the_one_source_of_toc_captions_and_the_chapter_map(tmp_path):
     chapters = yaml.safe_load((ROOT / "chapters" / "chapters.yml").read_text())
     assert [c["number"] for c in chapters] == list(range(1, 12))

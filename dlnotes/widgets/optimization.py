@@ -87,13 +87,13 @@ def optimizer_race() -> widgets.VBox:
 
 @widget
 def robbins_monro() -> widgets.VBox:
-    """SGD on a noisy quadratic with steps ``alpha_t = t^-p`` against a constant step (03.34)."""
+    """SGD on a noisy quadratic with steps ``eta_t = t^-p`` against a constant step (03.34)."""
     d, T = 200, 5000
 
     def draw(p: float) -> plt.Figure:
         fig, ax = plt.subplots(figsize=(6.5, 4))
         for name, schedule in (
-            (f"$\\alpha_t = t^{{-{p:.2f}}}$", lambda t: t**-p),
+            (f"$\\eta_t = t^{{-{p:.2f}}}$", lambda t: t**-p),
             ("constant 0.1", lambda t: 0.1),
         ):
             noise = check_rng(0)
