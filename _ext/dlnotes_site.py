@@ -8,6 +8,8 @@
   with the sections whose ``check("CC.NN", ...)`` tests it and the dlnotes functions involved.
 * Before a notebook executes, ``DLNOTES_NOTEBOOK`` names it, so that ``dlnotes.check`` can log which checks
   ran where (when ``DLNOTES_CHECK_LOG`` is set, as ``scripts/build_book.py`` does).
+* ``DLNOTES_WIDGET_FRAMES=1`` tells every notebook the build executes that its page will have no kernel: each
+  widget precomputes its figures and switches between them in the browser (``dlnotes.widgets.core``).
 * Two extensions of Jupyter Book leave open whether they are safe to read in parallel; they are, and saying
   so lets ``scripts/build_book.py`` execute notebooks on several cores.
 """
@@ -207,6 +209,7 @@ def declare_parallel_read_safe(app: Sphinx, config) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    os.environ["DLNOTES_WIDGET_FRAMES"] = "1"  # the kernels that execute the notebooks inherit it
     app.connect("config-inited", declare_parallel_read_safe)
     app.connect("builder-inited", check_vendor)
     app.connect("source-read", name_the_notebook)

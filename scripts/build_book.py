@@ -8,6 +8,7 @@ cache does not notice edits to dlnotes; this script always starts clean. It reco
 
 * ``_build/checks_ran.tsv``: every check that held, with its notebook (``dlnotes.check`` writes it),
 * ``_build/build_info.json``: a fingerprint of the sources, the wall time and each notebook's execution time,
+* ``_build/widget_frames.tsv``: each widget's precomputed frames (page, widget, frames, bytes, seconds),
 
 and prints the execution times. Exit status 1 when the build fails or warns.
 """
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
 CHECK_LOG = BUILD / "checks_ran.tsv"
 INFO = BUILD / "build_info.json"
+FRAMES_LOG = BUILD / "widget_frames.tsv"
 SOURCES = [
     "_config.yml",
     "_toc.yml",
@@ -70,6 +72,7 @@ def build(jobs: int) -> int:
     shutil.rmtree(BUILD, ignore_errors=True)
     BUILD.mkdir()
     os.environ["DLNOTES_CHECK_LOG"] = str(CHECK_LOG)  # the kernels inherit it
+    os.environ["DLNOTES_FRAMES_LOG"] = str(FRAMES_LOG)
     os.environ.pop("MPLBACKEND", None)  # a non-interactive backend would hide every figure
     start = time.perf_counter()
     result = build_sphinx(
@@ -100,6 +103,11 @@ def build(jobs: int) -> int:
     print(f"\nbook built in {seconds:.0f} s with {jobs} jobs; notebook execution times:")
     for doc, runtime in times.items():
         print(f"{runtime:7.1f} s  {doc}")
+    frames = [line.split("\t") for line in FRAMES_LOG.read_text().splitlines()] if FRAMES_LOG.exists() else []
+    print(
+        f"{len(frames)} widgets precomputed {sum(int(f[2]) for f in frames)} frames "
+        f"({sum(int(f[3]) for f in frames) / 1e6:.1f} MB) in {sum(float(f[4]) for f in frames):.0f} s"
+    )
     return 0
 
 

@@ -10,7 +10,8 @@ Stages:
           declares (pyproject.toml), ipywidgets 7 as on Colab among them; torch as pinned (its floor, 2.9, comes
           only as a CUDA build of several GB)
   build   the book from scratch, two notebooks at a time (scripts/build_book.py), seed 0
-  site    the tests of the built book and of the website in headless Chromium (`pytest -m "book or browser"`)
+  site    the tests of the built book, of the website in headless Chromium and of every widget's frames
+          (`pytest -m "book or browser or frames"`)
   seeds   every notebook under nbval with DLNOTES_SEED=1 and 2 (the build ran seed 0)
 
 All stages run even when one fails; the table at the end says which failed. Exit status 1 if any did.
@@ -78,7 +79,7 @@ STAGES = {
     "unit": lambda: [[sys.executable, "-m", "pytest", "-q"]],
     "floors": floors,
     "build": lambda: [[sys.executable, "scripts/build_book.py"]],
-    "site": lambda: [[sys.executable, "-m", "pytest", "-q", "-m", "book or browser"]],
+    "site": lambda: [[sys.executable, "-m", "pytest", "-q", "-m", "book or browser or frames"]],
     "seeds": lambda: [nbval(1), nbval(2)],
 }
 

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from collections import defaultdict
 
 import pytest
 
@@ -13,6 +14,9 @@ from dlnotes_site import concept_checks, concept_names  # noqa: E402
 
 NOTEBOOK_BUDGET_SECONDS = 60
 BUILD_BUDGET_SECONDS = 600
+FRAMES_PER_WIDGET = 40
+FRAMES_BYTES_PER_PAGE = 3_000_000  # as the page carries them: base64 in the widget state
+FRAMES_BUILD_GROWTH = 0.25
 
 
 def test_every_page_of_the_toc_is_built(book):
@@ -27,6 +31,29 @@ def test_the_book_and_every_notebook_ran_within_budget(book):
     slow = {name: s for name, s in info["notebooks"].items() if s > NOTEBOOK_BUDGET_SECONDS}
     assert not slow, f"notebooks over the {NOTEBOOK_BUDGET_SECONDS} s budget: {slow}"
     assert info["seconds"] <= BUILD_BUDGET_SECONDS, f"the build took {info['seconds']:.0f} s"
+
+
+def test_the_precomputed_widgets_keep_within_their_budgets(book, capsys):
+    info = json.loads(build_book.INFO.read_text())
+    rows = [line.split("\t") for line in build_book.FRAMES_LOG.read_text().splitlines()]
+    weight, seconds = defaultdict(float), sum(float(row[4]) for row in rows)
+    for page, _, _, size, _ in rows:
+        weight[page] += 4 / 3 * int(size)
+    extra = seconds / info["jobs"]  # the frames' work, shared by the build's parallel jobs
+    growth = extra / (info["seconds"] - extra)
+    with capsys.disabled():
+        print("\n\nprecomputed widgets: page, widget, frames, MB on the page, seconds")
+        for page, widget, frames, size, time in rows:
+            print(f"  {page:50s} {widget:26s} {frames:>3s} {4 / 3 * int(size) / 1e6:5.2f} {float(time):5.1f}")
+        print(
+            f"  heaviest page {max(weight.values()) / 1e6:.2f} MB; the build grew by {growth:.0%} ({extra:.0f} s)"
+        )
+    assert {page for page, *_ in rows} == {
+        p for p in info["notebooks"] if "dlnotes.widgets" in (ROOT / f"{p}.ipynb").read_text()
+    }
+    assert max(int(row[2]) for row in rows) <= FRAMES_PER_WIDGET
+    assert max(weight.values()) <= FRAMES_BYTES_PER_PAGE
+    assert growth <= FRAMES_BUILD_GROWTH
 
 
 def test_every_check_in_the_notebooks_ran_and_every_concept_was_checked(book):
@@ -51,4 +78,7 @@ def test_executed_pages_show_their_checks_and_widget_figures(book, path):
     assert "output stderr" not in page, "a warning or other stderr output on the page"
     if "from dlnotes.widgets." in source:
         assert "application/vnd.jupyter.widget-state+json" in page, "widget state was not saved"
-        assert "image/png" in page.split("application/vnd.jupyter.widget-state+json", 1)[1]
+        state = page.split("application/vnd.jupyter.widget-state+json", 1)[1]
+        assert '"_model_name": "ImageModel"' in state and '"_model_name": "StackModel"' in state, (
+            "the page's widgets are not the precomputed frames"
+        )

@@ -1,3 +1,5 @@
+import io
+
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
@@ -20,6 +22,20 @@ def test_figure_png_renders_a_png():
     ax.plot([0, 1], [1, 0])
     assert plotting.figure_png(fig).startswith(PNG_MAGIC)
     plt.close(fig)
+
+
+def test_compact_png_keeps_the_picture_in_a_third_of_the_bytes():
+    from PIL import Image
+
+    fig, ax = plt.subplots()
+    ax.imshow(np.random.default_rng(0).random((50, 50)))
+    ax.plot(np.linspace(0, 49, 100), 25 + 20 * np.sin(np.linspace(0, 6, 100)), "w")
+    full, compact = plotting.figure_png(fig), plotting.compact_png(fig)
+    plt.close(fig)
+    images = [Image.open(io.BytesIO(png)) for png in (full, compact)]
+    assert compact.startswith(b"\x89PNG") and images[1].mode == "P" and images[0].size == images[1].size
+    error = np.abs(np.asarray(images[0].convert("RGB"), float) - np.asarray(images[1].convert("RGB"), float))
+    assert len(compact) < 0.6 * len(full) and error.mean() < 3
 
 
 def test_show_images_lays_out_a_grid():

@@ -70,6 +70,20 @@ INSPECT = """() => {
 }"""
 WIDGETS_RENDERED = """() => [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
   .every((v) => v.parentElement.querySelector(".jupyter-widgets"))"""
+# Each precomputed widget (dlnotes.widgets.core.frame_player): its pickers in page order (a slider's position is its
+# index, a dropdown's selected index) and the frame it shows, whose class "frame-i-j-..." names the pickers' indices.
+FRAME_WIDGETS = """() => [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
+  .map((v) => v.parentElement)
+  .filter((area) => area.querySelector('[class*="frame-"]'))
+  .map((area) => {
+    const pickers = [...area.querySelectorAll(".noUi-handle, select")].map((c) => c.tagName === "SELECT"
+      ? {kind: "select", index: c.selectedIndex, count: c.options.length}
+      : {kind: "slider", index: Math.round(+c.getAttribute("aria-valuenow")),
+         count: Math.round(+c.getAttribute("aria-valuemax")) + 1});
+    const shown = [...area.querySelectorAll("img")].filter((i) => i.offsetParent !== null);
+    return {pickers, shown: shown.map((i) => [...i.classList].find((c) => c.startsWith("frame-"))),
+            src: shown.map((i) => i.src)};
+  })"""
 MATHJAX_DONE = """() => !window.MathJax || !window.MathJax.startup ? true
   : window.MathJax.startup.promise.then(() => true)"""
 
@@ -161,6 +175,50 @@ def test_a_chapter_page_really_has_maths_figures_and_widgets(server, browser):
     report = visit(browser, f"{server}/chapters/01_connectionism/02_perceptron.html")
     assert report["typeset"] > 50 and report["images"] >= 5 and report["widgets"] >= 2
     assert len(visit(browser, f"{server}/chapters/04_cnn/03_conv_layers.html")["slider_tracks"]) == 5
+
+
+NOTEBOOK_PAGES = [page for page in toc_files() if (ROOT / f"{page}.ipynb").exists()]
+WIDGET_PAGES = [
+    p for p in NOTEBOOK_PAGES if "dlnotes.widgets" in (ROOT / f"{p}.ipynb").read_text(encoding="utf-8")
+]
+
+
+@pytest.mark.parametrize("page", WIDGET_PAGES)
+def test_every_control_of_every_widget_switches_to_its_frame(server, browser, page):
+    """As a reader would: a key on each slider handle, a choice in each dropdown; the frame shown must be the one
+    precomputed for the controls' new positions, and nothing may log an error."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    errors = []
+    tab.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.goto(f"{server}/{page}.html", wait_until="load")
+    tab.wait_for_function(WIDGETS_RENDERED, timeout=20_000)
+    widgets = tab.evaluate(FRAME_WIDGETS)
+    assert widgets, "the page imports a widget, so it must show at least one precomputed widget"
+    handles, selects = tab.locator(".noUi-handle"), tab.locator("select")
+    n_slider = n_select = 0
+    for w, widget in enumerate(widgets):
+        for p, picker in enumerate(widget["pickers"]):
+            target = 0 if picker["index"] == picker["count"] - 1 else picker["count"] - 1
+            if picker["kind"] == "slider":
+                handles.nth(n_slider).focus()
+                tab.keyboard.press("Home" if target == 0 else "End")
+                n_slider += 1
+            else:
+                selects.nth(n_select).select_option(index=target)
+                n_select += 1
+            tab.wait_for_timeout(150)
+            now = tab.evaluate(FRAME_WIDGETS)[w]
+            assert now["pickers"][p]["index"] == target
+            expected = "frame-" + "-".join(str(q["index"]) for q in now["pickers"])
+            assert now["shown"] == [expected], (
+                f"widget {w}, control {p}: shows {now['shown']}, not {expected}"
+            )
+            assert now["src"] != widget["src"], f"widget {w}, control {p}: the image did not change"
+            widget = now
+    context.close()
+    assert errors == []
 
 
 def test_the_inspection_catches_a_broken_page(server, browser, book, tmp_path):

@@ -4,8 +4,10 @@ their width."""
 
 import base64
 import importlib
+import math
 import pkgutil
 import re
+import warnings
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -14,8 +16,13 @@ import pytest
 
 import dlnotes.widgets
 from dlnotes.cnn import KERNELS
+from dlnotes.plotting import palette_png
 from dlnotes.widgets import WIDGETS, interactive_figure
 from dlnotes.widgets.cnn import kernel_text, parse_kernel
+from dlnotes.widgets.core import FRAMES_SWITCH, MAX_FRAMES, MAX_SLIDER_VALUES
+from dlnotes.widgets.optimization import diverged_at
+
+from conftest import ROOT
 
 for module in pkgutil.iter_modules(dlnotes.widgets.__path__):
     importlib.import_module(f"dlnotes.widgets.{module.name}")
@@ -102,12 +109,16 @@ def test_parse_kernel_reads_rows_and_fractions():
             parse_kernel(bad)
 
 
-def test_kernel_explorer_presets_and_typed_kernels_redraw():
+def test_kernel_explorer_uses_the_preset_until_a_kernel_is_typed():
     box = WIDGETS["cnn.kernel_explorer"]()
     _, preset, kernel = controls_of(box)
-    before = shown_png(box)
+    sobel = shown_png(box)
     preset.value = "Laplacian"
-    assert kernel.value == kernel_text(KERNELS["Laplacian"]) and shown_png(box) != before
+    laplacian = shown_png(box)
+    kernel.value = kernel_text(KERNELS["Sobel x (vertical edges)"])  # typed: it overrides the preset
+    assert laplacian != sobel and shown_png(box) not in (laplacian, sobel)
+    kernel.value = ""
+    assert shown_png(box) == laplacian
     kernel.value = "1 2; 3"  # a typo shows a message instead of raising in the widget
     assert shown_png(box).startswith(PNG_MAGIC)
 
@@ -120,4 +131,118 @@ def test_impossible_layer_settings_show_a_message(name):
         controls["p"].value, controls["n"].value, controls["k"].value, controls["d"].value = 0, 3, 5, 3
     else:
         controls["k"].value, controls["s"].value, controls["L"].value = 2, 3, 6
+    assert shown_png(box).startswith(PNG_MAGIC)
+
+
+# ----------------------------------------------------------------------------- the website's precomputed frames
+
+needs_stack = pytest.mark.skipif(
+    not hasattr(widgets, "Stack"), reason="the website's frames need ipywidgets >= 8"
+)
+
+
+def frames_in(node) -> list:
+    """The Image frames under a (nested) Stack, in order."""
+    return (
+        [node]
+        if isinstance(node, widgets.Image)
+        else [f for child in node.children for f in frames_in(child)]
+    )
+
+
+def shown_frame(box, indices=None) -> widgets.Image:
+    """The frame the browser shows when the pickers stand at `indices` (default: where they are)."""
+    node, pickers = box.children[1], controls_of(box)
+    for level, picker in enumerate(pickers):
+        node = node.children[picker.index if indices is None else indices[level]]
+    assert isinstance(node, widgets.Image), "one nested Stack per picker"
+    return node
+
+
+@pytest.mark.frames
+@needs_stack
+@pytest.mark.parametrize("name", sorted(WIDGETS))
+def test_the_website_version_switches_between_precomputed_frames(name, monkeypatch):
+    live = shown_png(WIDGETS[name]())
+    monkeypatch.setenv(FRAMES_SWITCH, "1")
+    box = WIDGETS[name]()
+    pickers, frames = controls_of(box), frames_in(box.children[1])
+    assert 2 <= len(frames) <= MAX_FRAMES
+    assert shown_frame(box).value == palette_png(live), (
+        "the default frame is the live widget's default figure"
+    )
+    from ipywidgets.widgets.widget import _instances  # ipywidgets 8: every widget alive in this process
+    from ipywidgets.widgets.widget_link import Link
+
+    links = [w for w in _instances.values() if isinstance(w, Link)]
+    for level, picker in enumerate(pickers):
+        assert isinstance(picker, widgets.SelectionSlider | widgets.Dropdown) and picker.description
+        stacks = [w.target[0] for w in links if w.source == (picker, "index")]
+        assert len(stacks) == math.prod(len(p.options) for p in pickers[:level]), (
+            "one link per Stack of the level"
+        )
+        assert all(s.selected_index == picker.index for s in stacks)
+        for index in range(len(picker.options)):
+            if index != picker.index:
+                indices = [p.index for p in pickers]
+                indices[level] = index
+                other = shown_frame(box, indices)
+                assert other.value != shown_frame(box).value, (
+                    f"{picker.description} = {picker.options[index][0]}"
+                )
+                assert other._dom_classes == ("frame-" + "-".join(map(str, indices)),)
+
+
+@needs_stack
+def test_frames_cover_every_option_and_slider_values_that_include_the_default(monkeypatch):
+    monkeypatch.setenv(FRAMES_SWITCH, "1")
+    calls = []
+
+    def draw(kind, size, note):
+        calls.append((kind, size, note))
+        fig, ax = plt.subplots()
+        ax.set_title(f"{kind} {size}")
+        return fig
+
+    box = interactive_figure(
+        draw,
+        kind=widgets.Dropdown(options=["a", "b", "c"], value="b"),
+        size=widgets.FloatSlider(0.35, min=0.0, max=1.0, step=0.05),
+        note=widgets.Text("fixed"),
+    )
+    sizes = sorted({size for _, size, _ in calls})
+    assert {kind for kind, _, _ in calls} == {"a", "b", "c"} and {note for *_, note in calls} == {"fixed"}
+    assert 0.35 in sizes and len(sizes) == MAX_SLIDER_VALUES and len(calls) == 3 * MAX_SLIDER_VALUES
+    assert [p.description for p in controls_of(box)] == ["kind", "size"]
+    assert "to use “note”" in box.children[2].value
+    with pytest.raises(ValueError, match="frames="):
+        interactive_figure(
+            draw,
+            **{name: widgets.Dropdown(options=list("abcdefg")) for name in ("kind", "size")},
+            note=widgets.Text(),
+        )
+    with pytest.raises(ValueError, match="default"):
+        interactive_figure(
+            draw,
+            frames={"size": [0.1, 0.2]},
+            kind=widgets.Dropdown(options=["a"]),
+            size=widgets.FloatSlider(0.35),
+            note=widgets.Text(),
+        )
+    with pytest.raises(ValueError, match="not controls"):
+        interactive_figure(draw, frames={"colour": [1]}, kind=widgets.Dropdown(options=["a"]))
+
+
+def test_the_book_build_switches_the_widgets_to_frames():
+    assert f'os.environ["{FRAMES_SWITCH}"] = "1"' in (ROOT / "_ext" / "dlnotes_site.py").read_text()
+
+
+def test_a_diverged_run_is_marked_not_dropped():
+    assert diverged_at([12.5, 3.0, np.nan]) == 2 and diverged_at([12.5, 2e4, 1.0]) == 1
+    assert diverged_at([12.5, 1e-3]) is None
+    box = WIDGETS["optimization.optimizer_race"]()
+    step, momentum = controls_of(box)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # overflow in a diverging run must not leak onto the page
+        step.value, momentum.value = -2.5, 0.99
     assert shown_png(box).startswith(PNG_MAGIC)

@@ -20,7 +20,7 @@ from ..embeddings import (
     skipgram_pairs,
     within_across_cosine,
 )
-from .core import control_width, interactive_figure, message_figure, widget
+from .core import interactive_figure, message_figure, widget
 
 
 def kernel_text(kernel) -> str:
@@ -43,13 +43,13 @@ def parse_kernel(text: str) -> np.ndarray:
 
 @widget
 def kernel_explorer() -> widgets.VBox:
-    """A kernel (a preset or typed in) applied to a Fashion-MNIST image: image, kernel, feature map (04.06)."""
+    """A kernel (a preset, or typed in) applied to a Fashion-MNIST image: image, kernel, feature map (04.06)."""
     images, labels = load_fashion_mnist("test")
-    choices = {FASHION_CLASSES[c]: images[np.flatnonzero(labels == c)[0]] / 255.0 for c in (7, 1, 8, 0, 9, 5)}
+    choices = {FASHION_CLASSES[c]: images[np.flatnonzero(labels == c)[0]] / 255.0 for c in (7, 1, 8, 0, 9)}
 
-    def draw(image: str, kernel: str) -> plt.Figure:
+    def draw(image: str, preset: str, kernel: str) -> plt.Figure:
         try:
-            w = parse_kernel(kernel)
+            w = parse_kernel(kernel) if kernel.strip() else KERNELS[preset]
         except ValueError as error:
             return message_figure(str(error))
         x = choices[image]
@@ -62,7 +62,7 @@ def kernel_explorer() -> widgets.VBox:
         for (i, j), value in np.ndenumerate(w):
             colour = "white" if abs(value) > 0.6 * bound else "black"
             ax_w.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=10, color=colour)
-        ax_w.set_title("kernel w")
+        ax_w.set_title("kernel w: " + ("typed" if kernel.strip() else preset))
         bound = max(np.abs(y).max(), 1e-12)
         shown = ax_y.imshow(y, cmap="RdBu_r", vmin=-bound, vmax=bound)
         fig.colorbar(shown, ax=ax_y, fraction=0.046)
@@ -71,18 +71,19 @@ def kernel_explorer() -> widgets.VBox:
             ax.set(xticks=[], yticks=[])
         return fig
 
-    preset = widgets.Dropdown(options=list(KERNELS), value="Sobel x (vertical edges)", description="preset")
-    kernel = widgets.Text(kernel_text(KERNELS[preset.value]), description="kernel", continuous_update=False)
-    preset.observe(
-        lambda change: setattr(kernel, "value", kernel_text(KERNELS[change["new"]])), names="value"
+    return interactive_figure(
+        draw,
+        image=widgets.Dropdown(options=list(choices), description="image"),
+        preset=widgets.Dropdown(
+            options=list(KERNELS), value="Sobel x (vertical edges)", description="kernel"
+        ),
+        kernel=widgets.Text(
+            "",
+            placeholder=f"e.g. {kernel_text(KERNELS['Laplacian'])}",
+            description="or type one",
+            continuous_update=False,
+        ),
     )
-    box = interactive_figure(
-        draw, image=widgets.Dropdown(options=list(choices), description="image"), kernel=kernel
-    )
-    controls = box.children[0]
-    preset.layout.min_width = control_width(preset.description)
-    controls.children = (controls.children[0], preset, kernel)
-    return box
 
 
 @widget
@@ -126,6 +127,7 @@ def conv_arithmetic() -> widgets.VBox:
 
     return interactive_figure(
         draw,
+        frames={"n": [5, 7], "k": [3, 5], "p": [0, 1], "s": [1, 2], "d": [1, 2]},
         n=widgets.IntSlider(7, min=3, max=12, description="input size n"),
         k=widgets.IntSlider(3, min=1, max=5, description="kernel size k"),
         p=widgets.IntSlider(1, min=0, max=3, description="padding p"),
@@ -168,6 +170,7 @@ def receptive_field_explorer() -> widgets.VBox:
 
     return interactive_figure(
         draw,
+        frames={"layers": [1, 2, 3, 4, 6], "k": [3, 5], "s": [1, 2], "d": [1, 2]},
         layers=widgets.IntSlider(3, min=1, max=6, description="layers L"),
         k=widgets.IntSlider(3, min=1, max=7, description="kernel size k"),
         s=widgets.IntSlider(1, min=1, max=3, description="stride s"),
@@ -204,5 +207,7 @@ def deepwalk_training() -> widgets.VBox:
         return fig
 
     return interactive_figure(
-        draw, epochs=widgets.IntSlider(5, min=0, max=10, description="epochs of training")
+        draw,
+        frames={"epochs": [0, 1, 2, 5, 10]},  # each frame trains from scratch
+        epochs=widgets.IntSlider(5, min=0, max=10, description="epochs of training"),
     )

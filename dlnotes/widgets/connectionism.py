@@ -107,7 +107,11 @@ def cover_phase_transition() -> widgets.VBox:
         ax.legend()
         return fig
 
-    return interactive_figure(draw, n=widgets.IntSlider(10, min=1, max=200, description="dimension n"))
+    return interactive_figure(
+        draw,
+        frames={"n": [1, 2, 5, 10, 20, 50, 200]},
+        n=widgets.IntSlider(10, min=1, max=200, description="dimension n"),
+    )
 
 
 @widget

@@ -70,7 +70,11 @@ def universal_approximation() -> widgets.VBox:
         ax.legend(loc="upper center", fontsize=9)
         return fig
 
-    return interactive_figure(draw, width=widgets.IntSlider(5, min=1, max=400, description="hidden units m"))
+    return interactive_figure(
+        draw,
+        frames={"width": [1, 2, 5, 10, 20, 50, 400]},
+        width=widgets.IntSlider(5, min=1, max=400, description="hidden units m"),
+    )
 
 
 @widget
@@ -84,8 +88,10 @@ def relu_regions() -> widgets.VBox:
         sizes = [2] + [width] * depth
         weights = [rng.normal(size=(m, n)) / np.sqrt(n) for n, m in zip(sizes, sizes[1:], strict=False)]
         biases = [rng.normal(size=m) * 0.5 for m in sizes[1:]]
-        patterns = relu_net_patterns(X, weights, biases)
-        _, region = np.unique(patterns, axis=0, return_inverse=True)
+        patterns = np.packbits(relu_net_patterns(X, weights, biases), axis=1)  # one byte string per point
+        _, region = np.unique(
+            patterns.view(np.dtype((np.void, patterns.shape[1]))).ravel(), return_inverse=True
+        )
         n_regions = region.max() + 1
         fig, ax = plt.subplots(figsize=(5.5, 5))
         colours = check_rng(1).permutation(n_regions)  # shuffled, so neighbours rarely share a colour

@@ -20,6 +20,8 @@ from ..optimization import (
 from ..validation import check_rng
 from .core import interactive_figure, widget
 
+LOSS_SHOWN = 1e4  # the optimizer race plots losses up to this; a run that exceeds it is marked as diverged
+
 
 def _contours(ax, f, xlim, ylim, levels) -> None:
     """Contour lines of f (a function of one point) over a 150 x 150 grid."""
@@ -39,6 +41,8 @@ def quadratic_gd() -> widgets.VBox:
         fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 4))
         _contours(ax, problem.f, (-5, 5), (-5, 5), np.logspace(-2, 2, 15) * kappa / 10)
         ax.plot(*xs.T, "o-", ms=3)
+        if np.abs(xs).max() > 5:
+            ax.text(0.03, 0.03, "the path leaves the window: diverging", transform=ax.transAxes, color="C1")
         ax.set_title(rf"$\kappa = {kappa:.0f}$, $\eta = {eta_times_L:.2f}/L$")
         ax_loss.semilogy([problem.f(x) for x in xs])
         ax_loss.set(xlabel="step $t$", ylabel=r"$f(\theta_t)$", title="stable iff $\\eta < 2/L$")
@@ -46,9 +50,16 @@ def quadratic_gd() -> widgets.VBox:
 
     return interactive_figure(
         draw,
+        frames={"kappa": [1.0, 10.0, 30.0, 100.0], "eta_times_L": [0.5, 1.0, 1.5, 1.8, 1.95, 2.05]},
         kappa=widgets.FloatSlider(10.0, min=1.0, max=100.0, step=1.0, description="condition number κ"),
         eta_times_L=widgets.FloatSlider(1.8, min=0.1, max=2.1, step=0.05, description="step η · L"),
     )
+
+
+def diverged_at(losses, limit: float = LOSS_SHOWN) -> int | None:
+    """The first step whose loss is nan or above `limit` (off the plot), or None if the run stays below it."""
+    gone = np.flatnonzero(~(np.asarray(losses) <= limit))
+    return int(gone[0]) if gone.size else None
 
 
 @widget
@@ -58,28 +69,37 @@ def optimizer_race() -> widgets.VBox:
 
     def draw(log10_eta: float, momentum: float) -> plt.Figure:
         eta = 10.0**log10_eta
-        paths = {
-            "GD": gd(rosenbrock_grad, x0, eta, steps),
-            "heavy ball": heavy_ball(rosenbrock_grad, x0, eta, momentum, steps),
-            "Nesterov": nesterov(rosenbrock_grad, x0, eta, momentum, steps),
-            "Adam (η × 100)": run_optimizer(
-                adam_step, rosenbrock_grad, x0, steps, eta=100 * eta, beta1=momentum
-            ),
-        }
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is marked in the figure
+            paths = {
+                "GD": gd(rosenbrock_grad, x0, eta, steps),
+                "heavy ball": heavy_ball(rosenbrock_grad, x0, eta, momentum, steps),
+                "Nesterov": nesterov(rosenbrock_grad, x0, eta, momentum, steps),
+                "Adam (η × 100)": run_optimizer(
+                    adam_step, rosenbrock_grad, x0, steps, eta=100 * eta, beta1=momentum
+                ),
+            }
         fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 4))
         _contours(ax, rosenbrock, (-2, 2), (-1, 3), np.logspace(-1, 3, 12))
         ax.plot(1, 1, "k*", ms=12)
-        with np.errstate(over="ignore", invalid="ignore"):
-            for name, xs in paths.items():
-                ax.plot(*xs.T, lw=1.2, label=name)
-                ax_loss.semilogy([rosenbrock(x) for x in xs], label=name)
+        for name, xs in paths.items():
+            with np.errstate(over="ignore", invalid="ignore"):
+                losses = np.array([rosenbrock(x) for x in xs])
+            stop = diverged_at(losses)
+            label = name if stop is None else f"{name}: diverged at step {stop}"
+            (line,) = ax.plot(*xs[:stop].T, lw=1.2, label=label)
+            ax_loss.semilogy(losses[:stop], label=label, color=line.get_color())
+            if stop is not None:
+                ax_loss.plot(stop - 1, losses[stop - 1], "x", ms=9, mew=2, color=line.get_color())
         ax.set_title(rf"$\eta = 10^{{{log10_eta:.1f}}}$, momentum $\beta = {momentum:.2f}$")
-        ax_loss.set(xlabel="step", ylabel="loss", ylim=(1e-6, 1e4), title=f"{steps} steps from (-1.5, 2)")
+        ax_loss.set(
+            xlabel="step", ylabel="loss", ylim=(1e-6, LOSS_SHOWN), title=f"{steps} steps from (-1.5, 2)"
+        )
         ax_loss.legend(fontsize=9)
         return fig
 
     return interactive_figure(
         draw,
+        frames={"log10_eta": [-4.0, -3.5, -3.0, -2.5], "momentum": [0.0, 0.5, 0.9, 0.99]},
         log10_eta=widgets.FloatSlider(-3.0, min=-4.0, max=-2.5, step=0.1, description="log₁₀ η"),
         momentum=widgets.FloatSlider(0.9, min=0.0, max=0.99, step=0.01, description="momentum β (Adam: β₁)"),
     )
