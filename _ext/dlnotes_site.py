@@ -10,6 +10,7 @@
   ran where (when ``DLNOTES_CHECK_LOG`` is set, as ``scripts/build_book.py`` does).
 * ``DLNOTES_WIDGET_FRAMES=1`` tells every notebook the build executes that its page will have no kernel: each
   widget precomputes its figures and switches between them in the browser (``dlnotes.widgets.core``).
+* ``static/dlnotes.css`` styles the solutions of the exercises, which are HTML ``<details>`` in the notebooks.
 * Two extensions of Jupyter Book leave open whether they are safe to read in parallel; they are, and saying
   so lets ``scripts/build_book.py`` execute notebooks on several cores.
 """
@@ -201,6 +202,11 @@ class ConceptMap(SphinxDirective):
 PARALLEL_READ_SAFE = ("sphinx_multitoc_numbering", "sphinx_jupyterbook_latex")
 
 
+def add_static(app: Sphinx, config) -> None:
+    """The book's own style sheet (the look of the folded solutions)."""
+    config.html_static_path.append(str(Path(__file__).with_name("static")))
+
+
 def declare_parallel_read_safe(app: Sphinx, config) -> None:
     """Let the book's notebooks execute on several cores (`jobs` > 1) by declaring what the authors left open."""
     for name in PARALLEL_READ_SAFE:
@@ -211,6 +217,8 @@ def declare_parallel_read_safe(app: Sphinx, config) -> None:
 def setup(app: Sphinx) -> dict:
     os.environ["DLNOTES_WIDGET_FRAMES"] = "1"  # the kernels that execute the notebooks inherit it
     app.connect("config-inited", declare_parallel_read_safe)
+    app.connect("config-inited", add_static)
+    app.add_css_file("dlnotes.css")
     app.connect("builder-inited", check_vendor)
     app.connect("source-read", name_the_notebook)
     app.connect("build-finished", copy_vendor)

@@ -40,7 +40,10 @@ SKELETON = [
     ("code", SETUP_CELL),
     ("markdown", "## A concept\n\nThe idea in a few sentences, then the formula:\n\n$$ ... $$"),
     ("code", 'from dlnotes import check\n\ncheck("CC.NN", False, "replace with a claim that can fail")'),
-    ("markdown", "## Exercises\n\n1. ...\n\n```{{admonition}} Solution\n:class: dropdown\n\n...\n```"),
+    (
+        "markdown",
+        '## Exercises\n\n1. ...\n\n<details class="solution">\n<summary>Solution</summary>\n\n...\n\n</details>',
+    ),
     ("markdown", "## Summary\n\n- ..."),
 ]
 KERNEL_METADATA = {

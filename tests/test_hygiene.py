@@ -13,6 +13,7 @@ import dlnotes
 
 from conftest import ROOT, load_script
 
+SOLUTION = '<details class="solution">\n<summary>Solution</summary>'  # how every solution starts, folded
 NOTEBOOKS = sorted(p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 IDS = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
 
@@ -81,8 +82,69 @@ def test_notebook_has_checks_exercises_with_solutions_and_a_summary(path):
     code = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
     text = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
     assert re.search(r"""\bcheck\(\s*["']\d\d\.\d\d["']""", code), "no check(...) in the notebook"
-    assert "## Exercises" in text and ":class: dropdown" in text, "exercises need solutions in dropdowns"
+    assert "## Exercises" in text and SOLUTION in text, "exercises need solutions, folded in <details>"
     assert "## Summary" in text
+
+
+MYST_ONLY = re.compile(r"^`{3,}\{[\w-]+\}|\{[a-z][\w:-]*\}`|^:class:", re.M)  # directives, roles, options
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_markdown_reads_the_same_without_a_myst_renderer(path):
+    """Colab and plain Jupyter show MyST directives and roles as raw text: solutions go into <details>, callouts
+    into <div class="admonition ...">, citations are links to the references page."""
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            found = MYST_ONLY.findall(cell.source)
+            assert not found, f"{cell.get('id')}: MyST-only markup {found}"
+
+
+LATEX_ACCENTS = {"\\'u": "ú", "\\'e": "é", '\\"o': "ö", "\\c c": "ç", "\\cc": "ç"}
+
+
+def author_year(entry) -> tuple[str, str]:
+    """How the notebooks cite a bibliography entry: "Cover", "Widrow and Hoff" or "He et al.", and the year."""
+    names = []
+    for person in entry.persons["author"]:
+        name = re.sub(r"[{}]", "", " ".join(person.prelast_names + person.last_names))
+        for latex, letter in LATEX_ACCENTS.items():
+            name = name.replace(latex, letter)
+        names.append(name)
+    who = names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2 else f"{names[0]} et al."
+    return who, entry.fields["year"]
+
+
+def test_every_citation_names_an_entry_of_the_bibliography():
+    from pybtex.database import parse_file
+
+    known = {author_year(entry) for entry in parse_file(ROOT / "references.bib").entries.values()}
+    cited = set()
+    for path in NOTEBOOKS:
+        text = "\n".join(
+            c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"
+        )
+        for label in re.findall(r"\[([^\]\n]+)\]\(\.\./\.\./references\.md\)", text):
+            parsed = re.fullmatch(r"(.+?)(?:, | \()(\d{4})\)?", label)
+            assert parsed, f"{path.name}: cite as [Author, year] or [Author (year)], not [{label}]"
+            cited.add(parsed.groups())
+            assert parsed.groups() in known, f"{path.name}: {label!r} is not an entry of references.bib"
+    assert len(cited) >= 40
+
+
+def test_plain_nbconvert_shows_no_raw_markup_and_folds_every_solution():
+    """What a reader without the book's tools sees: nbconvert's own Markdown renderer, no MyST."""
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lab")
+    for path in NOTEBOOKS:
+        html, _ = exporter.from_notebook_node(nbformat.read(path, as_version=4))
+        body = re.sub(r"<script.*?</script>|<style.*?</style>", "", html, flags=re.S)
+        assert not re.search(r"\{admonition\}|\{cite:|:class:|```\{", body), path.name
+        summaries = re.findall(r"<details class=\"solution\">\s*<summary>Solution</summary>", body)
+        assert summaries and len(summaries) == body.count(">Solution<"), (
+            f"{path.name}: a solution is not folded"
+        )
+        assert "<details open" not in body and '<details class="solution" open' not in body
 
 
 def test_new_section_creates_a_notebook_that_passes_the_anatomy_tests(tmp_path):
