@@ -40,10 +40,14 @@ SKELETON = [
     ("code", SETUP_CELL),
     ("markdown", "## A concept\n\nThe idea in a few sentences, then the formula:\n\n$$ ... $$"),
     ("code", 'from dlnotes import check\n\ncheck("CC.NN", False, "replace with a claim that can fail")'),
+    ("markdown", "## Exercises\n\n**Your turn** (checked by the book). Write `my_name(...)`: ..."),
     (
-        "markdown",
-        '## Exercises\n\n1. ...\n\n<details class="solution">\n<summary>Solution</summary>\n\n...\n\n</details>',
+        "code",
+        "from dlnotes.exercises.CHAPTER import grade_name  # a Grader in dlnotes/exercises/<chapter>.py\n\n\n"
+        'def my_name(x):\n    """..."""\n    raise NotImplementedError  # your code here\n\n\ngrade_name(my_name)',
     ),
+    ("markdown", '<details class="solution">\n<summary>Solution</summary>\n\n...\n\n</details>'),
+    ("markdown", '1. ...\n\n<details class="solution">\n<summary>Solution</summary>\n\n...\n\n</details>'),
     ("markdown", "## Summary\n\n- ..."),
 ]
 KERNEL_METADATA = {

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import dlnotes
+import dlnotes.exercises
 import dlnotes.widgets
 
 from conftest import ROOT
@@ -49,8 +50,9 @@ def test_modules_import_only_shared_modules(name):
     assert imported_siblings(PACKAGE / f"{name}.py") <= SHARED
 
 
-def test_widget_modules_are_named_like_chapter_modules():
-    names = {m.name for m in pkgutil.iter_modules(dlnotes.widgets.__path__)} - {"core"}
+@pytest.mark.parametrize("package", [dlnotes.widgets, dlnotes.exercises], ids=["widgets", "exercises"])
+def test_widget_and_exercise_modules_are_named_like_chapter_modules(package):
+    names = {m.name for m in pkgutil.iter_modules(package.__path__)} - {"core"}
     assert names <= CHAPTERS
 
 

@@ -1,6 +1,8 @@
 """Notebook hygiene: stored without outputs, listed in the table of contents, same setup cell, anatomy."""
 
 import ast
+import importlib
+import pkgutil
 import re
 import symtable
 from collections import defaultdict
@@ -84,6 +86,25 @@ def test_notebook_has_checks_exercises_with_solutions_and_a_summary(path):
     assert re.search(r"""\bcheck\(\s*["']\d\d\.\d\d["']""", code), "no check(...) in the notebook"
     assert "## Exercises" in text and SOLUTION in text, "exercises need solutions, folded in <details>"
     assert "## Summary" in text
+
+
+GRADED = re.compile(r"^def my_(\w+)\(.*?raise NotImplementedError.*?^grade_\1\(my_\1\)$", re.M | re.S)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_has_a_graded_exercise_that_starts_as_a_stub(path):
+    """A reader writes my_<name> in a cell that starts as a stub, and grade_<name> checks it (dlnotes.exercises)."""
+    import dlnotes.exercises
+    from dlnotes.exercises import GRADERS
+
+    for module in pkgutil.iter_modules(dlnotes.exercises.__path__):
+        importlib.import_module(f"dlnotes.exercises.{module.name}")
+    cells = [cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+    graded = [match[1] for source in cells if (match := GRADED.search(source))]
+    assert graded, (
+        "no graded exercise: def my_<name>(...): raise NotImplementedError, then grade_<name>(my_<name>)"
+    )
+    assert all(name in GRADERS for name in graded), graded
 
 
 MYST_ONLY = re.compile(r"^`{3,}\{[\w-]+\}|\{[a-z][\w:-]*\}`|^:class:", re.M)  # directives, roles, options
