@@ -37,6 +37,7 @@ PACKAGE_TESTS = [  # the tests that need only dlnotes and its declared dependenc
     "test_connectionism",
     "test_data",
     "test_embeddings",
+    "test_exercises",
     "test_feedforward",
     "test_optimization",
     "test_plotting",

@@ -187,12 +187,23 @@ WIDGET_PAGES = [
 def test_every_control_of_every_widget_switches_to_its_frame(server, browser, page):
     """As a reader would: a key on each slider handle, a choice in each dropdown; the frame shown must be the one
     precomputed for the controls' new positions, and nothing may log an error."""
+    operate_every_control(browser, f"{server}/{page}.html")
+
+
+@pytest.mark.parametrize(
+    "page", ["chapters/04_cnn/03_conv_layers", "chapters/04_cnn/02_discrete_convolution"]
+)
+def test_the_widgets_respond_on_a_page_opened_from_disk(book, browser, page):
+    operate_every_control(browser, (book / f"{page}.html").as_uri())
+
+
+def operate_every_control(browser, url: str) -> None:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     tab = context.new_page()
     errors = []
     tab.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     tab.on("pageerror", lambda error: errors.append(str(error)))
-    tab.goto(f"{server}/{page}.html", wait_until="load")
+    tab.goto(url, wait_until="load")
     tab.wait_for_function(WIDGETS_RENDERED, timeout=20_000)
     widgets = tab.evaluate(FRAME_WIDGETS)
     assert widgets, "the page imports a widget, so it must show at least one precomputed widget"
