@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import nbformat
 import pytest
 from playwright.sync_api import sync_playwright
 
@@ -41,7 +42,17 @@ def lab(tmp_path_factory):
     server.wait(timeout=30)
 
 
+def solutions_in_source():
+    """For each solution of the notebook, in order: whether its source has maths."""
+    notebook = nbformat.read(ROOT / NOTEBOOK, as_version=4)
+    blocks = [b for c in notebook.cells if c.cell_type == "markdown"
+              for b in c.source.split('<details class="solution">')[1:]]  # fmt: skip
+    return [("$" in b.split("</details>")[0]) for b in blocks]
+
+
 def test_a_notebook_in_jupyterlab_shows_folded_solutions_with_typeset_maths(lab):
+    expected = solutions_in_source()
+    assert sum(expected) >= 2, "the test notebook should have solutions with maths"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -50,7 +61,7 @@ def test_a_notebook_in_jupyterlab_shows_folded_solutions_with_typeset_maths(lab)
         for _ in range(80):  # JupyterLab renders cells as they scroll into view
             page.evaluate("() => document.querySelector('.jp-WindowedPanel-outer').scrollBy(0, 2000)")
             page.wait_for_timeout(250)
-            if page.locator("details.solution").count() >= 4:
+            if page.locator("details.solution").count() >= len(expected):
                 break
         solutions = page.evaluate(
             """() => [...document.querySelectorAll("details.solution")].map((d) => ({
@@ -62,6 +73,7 @@ def test_a_notebook_in_jupyterlab_shows_folded_solutions_with_typeset_maths(lab)
                  .filter((t) => /\\{admonition\\}|\\{cite:|:class:/.test(t))"""
         )
         browser.close()
-    assert len(solutions) == 4 and not any(s["open"] for s in solutions)
-    assert all(s["summary"] == "Solution" and s["maths"] > 0 and s["dollars"] == 0 for s in solutions)
+    assert len(solutions) == len(expected) and not any(s["open"] for s in solutions)
+    assert all(s["summary"] == "Solution" and s["dollars"] == 0 for s in solutions)
+    assert [s["maths"] > 0 for s in solutions] == expected
     assert raw == []

@@ -243,6 +243,7 @@ def test_a_diverged_run_is_marked_not_dropped():
     box = WIDGETS["optimization.optimizer_race"]()
     step, momentum = controls_of(box)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # overflow in a diverging run must not leak onto the page
+        # overflow in a diverging run must not leak onto the page
+        warnings.simplefilter("error", RuntimeWarning)
         step.value, momentum.value = -2.5, 0.99
     assert shown_png(box).startswith(PNG_MAGIC)
