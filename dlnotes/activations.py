@@ -27,9 +27,14 @@ def relu(z) -> np.ndarray:
     return np.maximum(np.asarray(z, dtype=np.float64), 0.0)
 
 
-def gelu(z) -> np.ndarray:
-    """``z Phi(z) = z P(Z <= z)`` with Z standard normal (the exact GELU)."""
+def gelu(z, approximate: bool = False) -> np.ndarray:
+    """``z Phi(z) = z P(Z <= z)`` with Z standard normal (the exact GELU), or with approximate=True its tanh
+    approximation ``z/2 (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3)))`` (torch's ``approximate="tanh"``)."""
+    if not isinstance(approximate, bool | np.bool_):
+        raise TypeError(f"approximate must be True or False, got {approximate!r}")
     z = np.asarray(z, dtype=np.float64)
+    if approximate:
+        return 0.5 * z * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (z + 0.044715 * z**3)))
     return z * scipy.special.ndtr(z)
 
 

@@ -1,0 +1,270 @@
+"""Graded exercises of chapter 06 — attention and transformers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..transformers import patchify, sinusoidal_pe, top_k_filter
+from .core import Hint, close, grader
+
+# ----------------------------------------------------------------------------- 6.1 attention
+
+
+def _softmax(S, axis):
+    E = np.exp(S - S.max(axis=axis, keepdims=True))
+    return E / E.sum(axis=axis, keepdims=True)
+
+
+def scaled_dot_product_attention_reference(Q, K, V):
+    """softmax_row(Q K^T / sqrt(q)) V, the softmax over the keys (each row of weights sums to 1)."""
+    return _softmax(Q @ K.T / np.sqrt(Q.shape[1]), axis=1) @ V
+
+
+def _attention_cases(rng):
+    return [
+        (rng.normal(size=(t_q, q)) * 2, rng.normal(size=(t_k, q)) * 2, rng.normal(size=(t_k, d_v)))
+        for t_q, t_k, q, d_v in [(4, 4, 4, 3), (3, 6, 9, 2), (5, 5, 16, 4)]
+    ]
+
+
+def _sdpa_with(scale, axis=1):
+    return lambda Q, K, V: _softmax(scale(Q.shape[1]) * (Q @ K.T), axis=axis) @ V
+
+
+grade_scaled_dot_product_attention = grader(
+    "scaled_dot_product_attention",
+    "Q, K, V",
+    scaled_dot_product_attention_reference,
+    _attention_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_sdpa_with(lambda q: 1 / np.sqrt(q), axis=0)(*a), g),
+            "the softmax runs over the keys, along each row of Q K^T (axis=1): every query's weights sum to 1.",
+        ),
+        Hint(
+            lambda a, e, g: close(_sdpa_with(lambda q: 1 / q)(*a), g),
+            "divide the scores by sqrt(q), not by q: the dot product of q unit-variance terms has variance q.",
+        ),
+        Hint(
+            lambda a, e, g: close(_sdpa_with(lambda q: 1.0)(*a), g),
+            "scale the scores by 1/sqrt(q) before the softmax, softmax(Q K^T / sqrt(q)).",
+        ),
+        Hint(
+            lambda a, e, g: np.shape(g) != np.shape(e),
+            "the output has one row per query and the width of V: (T_q, d_v) = softmax(...) @ V.",
+        ),
+    ),
+    mistakes=(
+        (_sdpa_with(lambda q: 1 / np.sqrt(q), axis=0), "over the keys"),
+        (_sdpa_with(lambda q: 1 / q), "not by q"),
+        (_sdpa_with(lambda q: 1.0), "before the softmax"),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- 6.2 positions, blocks, cost
+
+
+def _pe_variant(T, d, exponent, layout="paired"):
+    """Sinusoidal encodings with frequencies ``10000 ** exponent(i)`` (i = 0..d/2-1) in one of three layouts."""
+    angles = np.arange(T)[:, None] * 1e4 ** exponent(np.arange(d // 2), d)
+    if layout == "halves":  # all sines first, then all cosines
+        return np.hstack([np.sin(angles), np.cos(angles)])
+    P = np.empty((T, d))
+    first, second = (np.cos, np.sin) if layout == "cos first" else (np.sin, np.cos)
+    P[:, 0::2], P[:, 1::2] = first(angles), second(angles)
+    return P
+
+
+def _right_exponent(i, d):
+    return -2 * i / d
+
+
+grade_sinusoidal_pe = grader(
+    "sinusoidal_pe",
+    "T, d",
+    sinusoidal_pe,
+    lambda rng: [(6, 4), (12, 8), (int(rng.integers(10, 30)), 2 * int(rng.integers(3, 9))), (50, 64)],
+    hints=(
+        Hint(
+            lambda a, e, g: close(_pe_variant(*a, lambda i, d: 2 * i / d), g),
+            "the exponent is negative: omega_i = C^(-2i/d), so the frequencies fall from omega_0 = 1 (the fastest "
+            "column pair) to C^(-(d-2)/d); C^(+2i/d) makes them grow instead.",
+        ),
+        Hint(
+            lambda a, e, g: close(_pe_variant(*a, lambda i, d: -i / d), g),
+            "omega_i = C^(-2i/d): the exponent has 2i (the column index of the sine), not i; with C^(-i/d) the "
+            "slowest frequency is only C^(-1/2).",
+        ),
+        Hint(
+            lambda a, e, g: close(_pe_variant(*a, _right_exponent, "halves"), g),
+            "pair sin and cos of the same frequency in neighbouring columns: p_(t,2i) = sin(t omega_i), "
+            "p_(t,2i+1) = cos(t omega_i) (not all sines first and then all cosines).",
+        ),
+        Hint(
+            lambda a, e, g: close(_pe_variant(*a, _right_exponent, "cos first"), g),
+            "the even columns hold the sines, p_(t,2i) = sin(t omega_i), and the odd ones the cosines.",
+        ),
+        Hint(
+            lambda a, e, g: np.shape(g) != np.shape(e), "P has one row per position t = 0..T-1: shape (T, d)."
+        ),
+    ),
+    mistakes=(
+        (lambda T, d: _pe_variant(T, d, lambda i, d: 2 * i / d), "exponent is negative"),
+        (lambda T, d: _pe_variant(T, d, lambda i, d: -i / d), "not i"),
+        (lambda T, d: _pe_variant(T, d, _right_exponent, "halves"), "neighbouring columns"),
+        (lambda T, d: _pe_variant(T, d, _right_exponent, "cos first"), "even columns hold the sines"),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- 6.3 encoder-decoder transformers
+
+
+def _cross_attention(Y, M, W_Q, W_K, W_V, causal=False):
+    Q, K, V = Y @ W_Q, M @ W_K, M @ W_V
+    S = Q @ K.T / np.sqrt(Q.shape[1])
+    if causal:  # the decoder's self-attention mask, wrongly applied to cross-attention
+        S = np.where(np.tril(np.ones(S.shape, dtype=bool)), S, -np.inf)
+    return _softmax(S, axis=1) @ V
+
+
+def cross_attention_reference(Y, M, W_Q, W_K, W_V):
+    """Cross-attention of decoder states Y (n, d) on the encoder's output M (m, d): Q = Y W_Q, K = M W_K,
+    V = M W_V, ``softmax_row(Q K^T / sqrt(q)) V``, shape (n, d_v), no mask."""
+    return _cross_attention(Y, M, W_Q, W_K, W_V)
+
+
+def _cross_attention_cases(rng):
+    return [
+        (rng.normal(size=(n, d)), rng.normal(size=(m, d)), *(rng.normal(size=(d, q)) for _ in range(3)))
+        for n, m, d, q in [(3, 5, 4, 4), (4, 4, 6, 3), (5, 7, 8, 4)]
+    ]
+
+
+grade_cross_attention = grader(
+    "cross_attention",
+    "Y, M, W_Q, W_K, W_V",
+    cross_attention_reference,
+    _cross_attention_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_cross_attention(*a, causal=True), g),
+            "no mask in cross-attention: every target position may look at the whole source (the causal mask "
+            "belongs to the decoder's self-attention, which must not see later target words).",
+        ),
+        Hint(
+            lambda a, e, g: close(_cross_attention(a[1], a[0], *a[2:]), g),
+            "the queries come from the decoder, Q = Y W_Q, and the keys and values from the encoder, K = M W_K, "
+            "V = M W_V: the output has one row per target position, (n, d_v).",
+        ),
+        Hint(
+            lambda a, e, g: close(_softmax(a[0] @ a[2] @ (a[1] @ a[3]).T, axis=1) @ a[1] @ a[4], g),
+            "scale the scores by 1/sqrt(q) before the softmax.",
+        ),
+    ),
+    mistakes=(
+        (lambda Y, M, W_Q, W_K, W_V: _cross_attention(Y, M, W_Q, W_K, W_V, causal=True), "no mask"),
+        (lambda Y, M, W_Q, W_K, W_V: _cross_attention(M, Y, W_Q, W_K, W_V), "queries come from the decoder"),
+        (lambda Y, M, W_Q, W_K, W_V: _softmax(Y @ W_Q @ (M @ W_K).T, axis=1) @ M @ W_V, "1/sqrt(q)"),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- 6.3 pre-training
+
+
+def _top_k_cases(rng):
+    return [(3 * rng.normal(size=n), k) for n, k in [(8, 3), (10, 1), (12, 5), (6, 6), (20, 4)]]
+
+
+def _k_smallest(z, k):
+    return np.where(z <= np.sort(z)[k - 1], z, -np.inf)
+
+
+def _softmax_vector(z):
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+grade_top_k_filter = grader(
+    "top_k_filter",
+    "z, k",
+    top_k_filter,
+    _top_k_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: np.array_equal(np.isfinite(g), np.isfinite(_k_smallest(*a))),
+            "keep the k *largest* logits (the most probable tokens), not the k smallest.",
+        ),
+        Hint(
+            lambda a, e, g: close(np.where(np.isfinite(e), e, 0.0), g),
+            "set the removed logits to -inf, not 0: exp(0) = 1, so a logit of 0 still gets probability.",
+        ),
+        Hint(
+            lambda a, e, g: close(_softmax_vector(e), g),
+            "return the filtered logits, not probabilities: the softmax (with the temperature) comes after.",
+        ),
+        Hint(
+            lambda a, e, g: np.isfinite(np.asarray(g, dtype=float)).sum() == a[1] + 1,
+            "you kept k + 1 logits: the k-th largest is np.sort(z)[-k] (index -k, not -k - 1).",
+        ),
+    ),
+    mistakes=(
+        (_k_smallest, "k *largest*"),
+        (lambda z, k: np.where(z >= np.sort(z)[-k], z, 0.0), "not 0"),
+        (lambda z, k: _softmax_vector(np.where(z >= np.sort(z)[-k], z, -np.inf)), "not probabilities"),
+        (lambda z, k: np.where(z >= np.sort(z)[max(-k - 1, -len(z))], z, -np.inf), "k + 1"),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- 6.4 vision transformer
+
+
+def _patches_hwc(img, p):
+    """Patches flattened in (row, column, channel) order, as from an image stored (H, W, c): a mistake."""
+    c, H, W = img.shape
+    x = img.transpose(1, 2, 0).reshape(H // p, p, W // p, p, c).transpose(0, 2, 1, 3, 4)
+    return x.reshape((H // p) * (W // p), p * p * c)
+
+
+def _patches_column_major(img, p):
+    """The right patch vectors, but the tokens in column-major order (patch (i, j) as token j H/p + i)."""
+    c, H, W = img.shape
+    return patchify(img, p).reshape(H // p, W // p, c * p * p).transpose(1, 0, 2).reshape(-1, c * p * p)
+
+
+def _patchify_cases(rng):
+    return [(rng.normal(size=(c, s, s)), p) for c, s, p in [(1, 4, 2), (3, 4, 2), (3, 6, 3), (2, 8, 4)]] + [
+        (rng.normal(size=(3, 4, 6)), 2)
+    ]
+
+
+grade_patchify = grader(
+    "patchify",
+    "img, p",
+    patchify,
+    _patchify_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_patches_hwc(*a), g),
+            "flatten each patch in (channel, row, column) order, the order of Conv2d's weight (n, c, p, p): "
+            "channel 0's p x p pixels first, then channel 1's; your order (row, column, channel) comes from "
+            "treating the image as (H, W, c).",
+        ),
+        Hint(
+            lambda a, e, g: close(_patches_column_major(*a), g),
+            "number the patches row by row (row-major): patch (i, j) is token i * (W/p) + j, not j * (H/p) + i.",
+        ),
+        Hint(
+            lambda a, e, g: np.shape(g) != np.shape(e),
+            "the result has one row per patch, T = (H/p)(W/p), and c p^2 columns.",
+        ),
+    ),
+    mistakes=(
+        (_patches_hwc, "(channel, row, column)"),
+        (_patches_column_major, "row-major"),
+        (lambda img, p: patchify(img, p).ravel(), "one row per patch"),
+    ),
+)
