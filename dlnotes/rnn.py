@@ -22,7 +22,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .activations import ACTIVATIONS, log_softmax, sigmoid, softmax
-from .training import to_numpy
+from .training import model_device, to_numpy
 from .validation import (
     check_array,
     check_choice,
@@ -734,8 +734,7 @@ def attention_context(scores, states) -> Attention:
     scores (n, m) = e_ij, states (m, h) = zeta_j; returns weights (n, m) and contexts (n, h)."""
     scores = check_matrix(scores, "scores")
     states = check_matrix(states, "states", scores.shape[1])
-    shifted = np.exp(scores - scores.max(axis=1, keepdims=True))  # the max cancels; no overflow
-    weights = shifted / shifted.sum(axis=1, keepdims=True)
+    weights = softmax(scores, axis=1)
     return Attention(weights, weights @ states)
 
 
@@ -991,10 +990,6 @@ class CharLSTM(nn.Module):
         return LMOutput(self.W(Z), Z, state)
 
 
-def _device_of(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device
-
-
 def train_char_lm(
     model: CharLSTM,
     ids,
@@ -1015,7 +1010,7 @@ def train_char_lm(
     lr, clip = check_positive(lr, "lr"), check_positive(clip, "clip")
     if len(ids) < seq_len + 2:
         raise ValueError(f"ids must hold more than seq_len + 1 = {seq_len + 1} symbols, got {len(ids)}")
-    data = torch.as_tensor(ids, device=_device_of(model))
+    data = torch.as_tensor(ids, device=model_device(model))
     offsets = torch.arange(seq_len + 1, device=data.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = np.zeros(steps)
@@ -1040,7 +1035,7 @@ def bits_per_character(model: CharLSTM, ids, rows: int = 64) -> float:
     ids = check_labels(ids, "ids", n_classes=model.vocab_size)
     rows = check_int(rows, "rows", 1, max(1, len(ids) // 2))
     length = len(ids) // rows
-    pieces = torch.as_tensor(ids[: rows * length].reshape(rows, length), device=_device_of(model))
+    pieces = torch.as_tensor(ids[: rows * length].reshape(rows, length), device=model_device(model))
     with torch.no_grad():
         logits = model(pieces[:, :-1]).logits
         nats = F.cross_entropy(logits.reshape(-1, model.vocab_size), pieces[:, 1:].reshape(-1))
@@ -1062,7 +1057,7 @@ def generate(model: CharLSTM, prefix, n: int, temperature: float = 0.0, rng=None
     temperature = check_number(temperature, "temperature", 0)
     ids, states = np.zeros((len(prefix), n), dtype=np.int64), []
     with torch.no_grad():
-        out = model(torch.as_tensor(prefix, device=_device_of(model)))
+        out = model(torch.as_tensor(prefix, device=model_device(model)))
         for t in range(n):
             logits, z = out.logits[:, -1].double(), out.Z[:, -1]
             if temperature == 0:

@@ -120,7 +120,8 @@ def _inputs_targets(batch, dev: torch.device) -> tuple[torch.Tensor, torch.Tenso
     return X, (batch[1].to(dev) if len(batch) > 1 else X)
 
 
-def _model_device(model: torch.nn.Module) -> torch.device:
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of the model's parameters (the CPU for a model without any)."""
     parameter = next(model.parameters(), None)
     return parameter.device if parameter is not None else torch.device("cpu")
 
@@ -135,7 +136,7 @@ def evaluate(model: torch.nn.Module, loader, metrics: dict[str, Callable] | None
     if not metrics:
         raise ValueError('metrics must name at least one function, e.g. {"accuracy": accuracy}')
     model.eval()
-    dev = _model_device(model)
+    dev = model_device(model)
     sums, total = dict.fromkeys(metrics, 0.0), 0
     for batch in loader:
         X, target = _inputs_targets(batch, dev)
@@ -171,7 +172,7 @@ def fit(
     epochs = check_int(epochs, "epochs", 1)
     if clip_grad_norm is not None:
         clip_grad_norm = check_positive(clip_grad_norm, "clip_grad_norm")
-    dev = _model_device(model)
+    dev = model_device(model)
     val_metrics = {"loss": loss_fn, **(metrics or {})}
     history: dict[str, list[float]] = {"train_loss": []}
     bar = tqdm(range(epochs), desc="epochs", disable=not progress)

@@ -17,7 +17,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .activations import softmax
-from .training import to_numpy
+from .training import model_device, to_numpy
 from .validation import (
     check_array,
     check_callable,
@@ -760,7 +760,7 @@ def train_mlm(
     lr, clip, rng = check_positive(lr, "lr"), check_positive(clip, "clip"), check_rng(rng)
     if len(ids) < seq_len:
         raise ValueError(f"ids must hold at least seq_len = {seq_len} tokens, got {len(ids)}")
-    dev = next(model.parameters()).device
+    dev = model_device(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = np.zeros(steps)
     model.train()
@@ -808,7 +808,7 @@ def mlm_predict(
         raise ValueError(f"ids must hold at least T = {T} tokens, got {len(ids)}")
     windows = np.tile(ids[: len(ids) // T * T].reshape(-1, T), (repeats, 1))
     corrupted = mask_tokens(windows, mask_id, model.vocab_size, rate=rate, n_special=n_special, rng=rng)
-    dev = next(model.parameters()).device
+    dev = model_device(model)
     with torch.no_grad():
         logits = model(torch.as_tensor(corrupted.inputs, device=dev)).logits
     return MLMScore(to_numpy(logits.argmax(dim=-1)), corrupted)
@@ -825,7 +825,7 @@ def windowed_cross_entropy(model: nn.Module, ids, T: int) -> float:
     if len(ids) < T + 1:
         raise ValueError(f"ids must hold at least T + 1 = {T + 1} tokens, got {len(ids)}")
     windows = torch.as_tensor(ids[: len(ids) // (T + 1) * (T + 1)].reshape(-1, T + 1))
-    dev = next(model.parameters()).device
+    dev = model_device(model)
     total = 0.0
     with torch.no_grad():
         for chunk in windows.to(dev).split(256):
@@ -886,7 +886,7 @@ def generate_text(
     if top_k is not None:
         top_k = check_int(top_k, "top_k", 1, model.vocab_size)
     ids = list(prompt)
-    dev = next(model.parameters()).device
+    dev = model_device(model)
     with torch.no_grad():
         for _ in range(n):
             context = torch.as_tensor(ids[-model.T :], device=dev)[None]
