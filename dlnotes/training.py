@@ -74,12 +74,19 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 
 def make_loader(
-    X, y=None, batch_size: int = 64, shuffle: bool = True, dtype: torch.dtype = torch.float32, rng=None
+    X,
+    y=None,
+    batch_size: int = 64,
+    shuffle: bool = True,
+    dtype: torch.dtype = torch.float32,
+    rng=None,
+    drop_last: bool = False,
 ) -> torch.utils.data.DataLoader:
     """A DataLoader over inputs ``X`` (N, ...) and targets ``y`` (N, ...) of any shape, or over X alone (y=None).
 
     Floating-point arrays are converted to `dtype` (float32, the dtype of torch's layers, by default);
-    integer arrays (class labels, token ids) stay int64. Shuffling draws from `rng`.
+    integer arrays (class labels, token ids) stay int64. Shuffling draws from `rng`. With ``drop_last=True``
+    the last, incomplete batch of an epoch is skipped (a batch of 3 would give batch norm noisy statistics).
     """
 
     def tensor(a, name: str) -> torch.Tensor:
@@ -105,6 +112,7 @@ def make_loader(
         batch_size=check_int(batch_size, "batch_size", 1),
         shuffle=shuffle,
         generator=generator,
+        drop_last=bool(drop_last),
     )
 
 

@@ -97,6 +97,12 @@ def test_make_loader_converts_floats_keeps_labels_and_shapes():
     assert only_inputs.shape == (10, 3, 4)
 
 
+def test_make_loader_drops_the_incomplete_last_batch_only_when_asked():
+    X = np.zeros((10, 2))
+    assert [len(x) for (x,) in make_loader(X, batch_size=4, shuffle=False)] == [4, 4, 2]
+    assert [len(x) for (x,) in make_loader(X, batch_size=4, shuffle=False, drop_last=True)] == [4, 4]
+
+
 def test_make_loader_shuffles_with_rng():
     orders = [
         torch.cat([y for _, y in make_loader(np.zeros((50, 1)), np.arange(50), rng=seed)])
@@ -110,14 +116,15 @@ def test_training_helpers_work_with_the_digits_split_and_an_mlp():
     from dlnotes.feedforward import MLP
 
     split = load_digits_split(rng=0)
+    torch.manual_seed(0)  # the initial weights, not whatever state earlier tests left behind
     model = MLP([64, 32, 10])
-    loader = make_loader(split.X_train, split.y_train)
+    loader = make_loader(split.X_train, split.y_train, rng=0)
     fit(
         model,
         torch.nn.functional.cross_entropy,
-        torch.optim.Adam(model.parameters()),
+        torch.optim.Adam(model.parameters(), lr=3e-3),
         loader,
-        1,
+        3,
         progress=False,
     )
     assert evaluate(model, make_loader(split.X_test, split.y_test), {"accuracy": accuracy})["accuracy"] > 0.5

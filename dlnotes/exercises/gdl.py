@@ -2,19 +2,367 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..gdl import chebyshev_filter, gcn_norm_adj, laplacian, segmentation_features
+from .core import Hint, close, grader
+
 # ----------------------------------------------------------------------------- 7.1 symmetry
+
+
+def permute_graph_reference(X, A, pi):
+    """(P X, P A P^T) with the permutation matrix P = I[pi], P[i, pi[i]] = 1."""
+    P = np.eye(len(pi))[pi]
+    return P @ X, P @ A @ P.T
+
+
+def _graphs_and_permutations(rng):
+    cases = []
+    for M in (4, 6, 9):
+        upper = np.triu(rng.random((M, M)) < 0.4, 1)
+        pi = rng.permutation(M)
+        while np.array_equal(np.argsort(pi), pi):  # not an involution: pi and its inverse differ
+            pi = rng.permutation(M)
+        cases.append((rng.normal(size=(M, 3)), (upper + upper.T).astype(float), pi))
+    return cases
+
+
+grade_permute_graph = grader(
+    "permute_graph",
+    "X, A, pi",
+    permute_graph_reference,
+    _graphs_and_permutations,
+    hints=(
+        Hint(
+            lambda a, e, g: close(a[1][a[2]], g[1]),
+            "a node indexes both the rows and the columns of A: permute both, P A P^T (A[pi][:, pi]), not P A.",
+        ),
+        Hint(
+            lambda a, e, g: close(permute_graph_reference(a[0], a[1], np.argsort(a[2])), g),
+            "row i of P X is row pi[i] of X (P = np.eye(M)[pi]); you used the inverse permutation.",
+        ),
+    ),
+    mistakes=(
+        (lambda X, A, pi: (X[pi], A[pi]), "both the rows and the columns"),
+        (lambda X, A, pi: permute_graph_reference(X, A, np.argsort(pi)), "inverse permutation"),
+    ),
+)
 
 
 # ----------------------------------------------------------------------------- 7.2 Deep Sets
 
 
+def equivariant_layer_reference(X, Lam, Gam, b):
+    """The linear equivariant set layer y_m = x_m Lam + (sum_k x_k) Gam + b, i.e. X Lam + 1 1^T X Gam + 1 b^T."""
+    ones = np.ones((len(X), 1))
+    return X @ Lam + ones @ ones.T @ X @ Gam + ones @ b[None]
+
+
+def _sets_and_weights(rng):
+    return [
+        (
+            rng.normal(size=(M, d_in)),
+            rng.normal(size=(d_in, d_out)),
+            rng.normal(size=(d_in, d_out)),
+            rng.normal(size=d_out),
+        )
+        for M, d_in, d_out in [(3, 2, 2), (5, 4, 3), (8, 3, 5)]
+    ]
+
+
+grade_equivariant_layer = grader(
+    "equivariant_layer",
+    "X, Lam, Gam, b",
+    equivariant_layer_reference,
+    _sets_and_weights,
+    hints=(
+        Hint(
+            lambda a, e, g: close(a[0] @ a[1] + a[0].mean(0) @ a[2] + a[3], g),
+            "pool with the sum over the elements, sum_k x_k (X.sum(axis=0)), not the mean.",
+        ),
+        Hint(
+            lambda a, e, g: close(np.broadcast_to(a[0].sum(0) @ a[2] + a[3], e.shape), g),
+            "every output row needs its own term x_m Lam: without it all rows are equal (invariant, not equivariant).",
+        ),
+        Hint(
+            lambda a, e, g: close(a[0] @ a[1] + a[0] @ a[2] + a[3], g),
+            "the second term pools over all elements: (sum_k x_k) Gam, the same for every row, not x_m Gam.",
+        ),
+    ),
+    mistakes=(
+        (lambda X, Lam, Gam, b: X @ Lam + X.mean(0) @ Gam + b, "not the mean"),
+        (lambda X, Lam, Gam, b: np.broadcast_to(X.sum(0) @ Gam + b, (len(X), len(b))), "its own term"),
+        (lambda X, Lam, Gam, b: X @ Lam + X @ Gam + b, "pools over all elements"),
+    ),
+)
+
+
 # ----------------------------------------------------------------------------- 7.2 PointNet
+
+
+def _trunk_cases(rng):
+    return [
+        (
+            rng.normal(size=(M, 3)),
+            rng.normal(size=(3, F1)),
+            rng.normal(size=F1),
+            rng.normal(size=(F1, F2)),
+            rng.normal(size=F2),
+        )
+        for M, F1, F2 in [(5, 4, 6), (9, 6, 3), (12, 5, 8)]
+    ]
+
+
+def _seg_features_with(X, W1, b1, W2, b2, pool=np.max, axis=0, local_first=True):
+    H = np.maximum(X @ W1 + b1, 0)
+    g = pool(np.maximum(H @ W2 + b2, 0), axis=axis)
+    G = np.tile(g, (len(X), 1))
+    return np.hstack([H, G] if local_first else [G, H])
+
+
+grade_segmentation_features = grader(
+    "segmentation_features",
+    "X, W1, b1, W2, b2",
+    segmentation_features,
+    _trunk_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_seg_features_with(*a, pool=np.mean), g),
+            "PointNet pools with the coordinate-wise maximum over the points, not the mean.",
+        ),
+        Hint(
+            lambda a, e, g: close(_seg_features_with(*a, local_first=False), g),
+            "row m is [h_m, g]: the point's local feature first, then the global feature.",
+        ),
+        Hint(
+            lambda a, e, g: np.shape(g) != np.shape(e),
+            "the result is (M, F1 + F2): g has one entry per feature (the max over the points, axis 0), "
+            "repeated on every row.",
+        ),
+    ),
+    mistakes=(
+        (lambda X, W1, b1, W2, b2: _seg_features_with(X, W1, b1, W2, b2, pool=np.mean), "not the mean"),
+        (
+            lambda X, W1, b1, W2, b2: _seg_features_with(X, W1, b1, W2, b2, local_first=False),
+            "local feature first",
+        ),
+        (lambda X, W1, b1, W2, b2: _seg_features_with(X, W1, b1, W2, b2, axis=1), "max over the points"),
+    ),
+)
 
 
 # ----------------------------------------------------------------------------- 7.3 message passing and GCN
 
 
+def _connected_graphs(rng):
+    """Adjacency matrices of a few connected graphs: a cycle plus random chords, and a star."""
+    graphs = []
+    for M in (4, 7, 10):
+        A = np.zeros((M, M))
+        for i in range(M):
+            A[i, (i + 1) % M] = A[(i + 1) % M, i] = 1
+        extra = np.triu(rng.random((M, M)) < 0.3, 2)
+        A = np.maximum(A, extra + extra.T)
+        np.fill_diagonal(A, 0)
+        graphs.append((A,))
+    star = np.zeros((5, 5))
+    star[0, 1:] = star[1:, 0] = 1
+    return [*graphs, (star,)]
+
+
+def _without_self_loops(A):
+    s = 1 / np.sqrt(A.sum(1))
+    return s[:, None] * A * s
+
+
+def _no_plus_one(A):
+    s = 1 / np.sqrt(A.sum(1))
+    return s[:, None] * (A + np.eye(len(A))) * s
+
+
+def _row_normalised(A):
+    A_loop = A + np.eye(len(A))
+    return A_loop / A_loop.sum(1, keepdims=True)
+
+
+grade_gcn_matrix = grader(
+    "gcn_matrix",
+    "A",
+    gcn_norm_adj,
+    _connected_graphs,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_without_self_loops(a[0]), g),
+            "add the self-loops: each node keeps its own features, A + I, with degrees d~ = 1 + d.",
+        ),
+        Hint(
+            lambda a, e, g: close(_no_plus_one(a[0]), g),
+            "normalise with the degrees of A + I, d~_m = 1 + d_m, not with the degrees d_m of A.",
+        ),
+        Hint(
+            lambda a, e, g: close(_row_normalised(a[0]), g),
+            "normalise symmetrically, D~^{-1/2} (A + I) D~^{-1/2}; D~^{-1} (A + I) is the row-wise mean, "
+            "not symmetric.",
+        ),
+    ),
+    mistakes=(
+        (_without_self_loops, "self-loops"),
+        (_no_plus_one, "1 + d_m"),
+        (_row_normalised, "symmetrically"),
+    ),
+)
+
+
 # ----------------------------------------------------------------------------- 7.3 depth, attention; 7.4 Weisfeiler-Lehman
 
 
+def gat_attention_reference(X, A, W, a):
+    """The GAT coupling Q (M, M): e_ij = LeakyReLU_0.2(a^T [z_i || z_j]), z = X W, softmax over j in N(i) and i."""
+    Z = X @ W
+    s = (Z @ a[: W.shape[1]])[:, None] + (Z @ a[W.shape[1] :])[None, :]
+    e = np.where(s > 0, s, 0.2 * s)
+    mask = (A + np.eye(len(A))) > 0
+    e = np.where(mask, e, -np.inf)
+    q = np.exp(e - e.max(axis=1, keepdims=True))
+    return q / q.sum(axis=1, keepdims=True)
+
+
+def _gat_no_self_loops(X, A, W, a):
+    Z = X @ W
+    e = (Z @ a[: W.shape[1]])[:, None] + (Z @ a[W.shape[1] :])[None, :]
+    e = np.where(A > 0, np.where(e > 0, e, 0.2 * e), -np.inf)
+    q = np.exp(e - e.max(axis=1, keepdims=True))
+    return q / q.sum(axis=1, keepdims=True)
+
+
+def _gat_unmasked(X, A, W, a):
+    return gat_attention_reference(X, np.ones_like(A) - np.eye(len(A)), W, a)
+
+
+def _gat_columns(X, A, W, a):
+    Z = X @ W
+    s = (Z @ a[: W.shape[1]])[:, None] + (Z @ a[W.shape[1] :])[None, :]
+    e = np.where((A + np.eye(len(A))) > 0, np.where(s > 0, s, 0.2 * s), -np.inf)
+    q = np.exp(e - e.max(axis=0, keepdims=True))
+    return q / q.sum(axis=0, keepdims=True)
+
+
+def _gat_no_leaky_relu(X, A, W, a):
+    Z = X @ W
+    e = (Z @ a[: W.shape[1]])[:, None] + (Z @ a[W.shape[1] :])[None, :]
+    e = np.where((A + np.eye(len(A))) > 0, e, -np.inf)
+    q = np.exp(e - e.max(axis=1, keepdims=True))
+    return q / q.sum(axis=1, keepdims=True)
+
+
+def _gat_cases(rng):
+    cases = []
+    for M, F_in, F_out in [(5, 3, 2), (7, 4, 3), (6, 2, 4)]:
+        A = np.zeros((M, M))
+        for i in range(M - 1):  # a path keeps the graph connected
+            A[i, i + 1] = A[i + 1, i] = 1
+        extra = np.triu(rng.random((M, M)) < 0.3, 2)
+        A = np.maximum(A, extra + extra.T)
+        cases.append(
+            (rng.normal(size=(M, F_in)), A, rng.normal(size=(F_in, F_out)), rng.normal(size=2 * F_out))
+        )
+    return cases
+
+
+grade_gat_attention = grader(
+    "gat_attention",
+    "X, A, W, a",
+    gat_attention_reference,
+    _gat_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_gat_no_self_loops(*a), g),
+            "include node i itself: softmax over N(i) and i, i.e. the non-zero entries of A + I.",
+        ),
+        Hint(
+            lambda a, e, g: close(_gat_unmasked(*a), g),
+            "mask the scores: q_ij = 0 when j is not a neighbour of i (set e_ij = -inf before the softmax).",
+        ),
+        Hint(
+            lambda a, e, g: close(_gat_columns(*a), g),
+            "normalise each row (over j for a fixed query i): the rows of Q sum to 1, not the columns.",
+        ),
+        Hint(
+            lambda a, e, g: close(_gat_no_leaky_relu(*a), g),
+            "apply the LeakyReLU (slope 0.2 for negative scores) to a^T [z_i || z_j] before the softmax.",
+        ),
+    ),
+    mistakes=(
+        (_gat_no_self_loops, "include node i itself"),
+        (_gat_unmasked, "mask the scores"),
+        (_gat_columns, "normalise each row"),
+        (_gat_no_leaky_relu, "apply the LeakyReLU"),
+    ),
+)
+
+
 # ----------------------------------------------------------------------------- 7.5 spectral graph theory
+
+
+def chebyshev_filter_reference(L, thetas, lam_max):
+    """sum_k theta_k T_k(L^), L^ = 2 L / lam_max - I, T_0 = I, T_1 = L^, T_k = 2 L^ T_{k-1} - T_{k-2}."""
+    return chebyshev_filter(L, thetas, lam_max)
+
+
+def _chebyshev_with(rescale, factor=2.0):
+    """A Chebyshev filter with another rescaling of L or another factor in the recursion (typical mistakes)."""
+
+    def wrong(L, thetas, lam_max):
+        L_hat = rescale(np.asarray(L, dtype=float), lam_max)
+        T = [np.eye(len(L_hat)), L_hat]
+        for _ in range(2, len(thetas)):
+            T.append(factor * L_hat @ T[-1] - T[-2])
+        return sum(theta * T_k for theta, T_k in zip(thetas, T, strict=False))
+
+    return wrong
+
+
+def _right_rescale(L, lam_max):
+    return 2 * L / lam_max - np.eye(len(L))
+
+
+def _chebyshev_cases(rng):
+    cases = []
+    for M, K in [(6, 3), (8, 2), (7, 4), (5, 1)]:
+        A = np.triu((rng.random((M, M)) < 0.5).astype(float), 1)
+        A[np.arange(M - 1), np.arange(1, M)] = 1.0  # a path through all nodes: connected, no isolated node
+        L = laplacian(A + A.T, normalized=True)
+        lam_max = float(np.linalg.eigvalsh(L)[-1]) if K % 2 else 2.0
+        cases.append((L, rng.normal(size=K + 1), lam_max))
+    return cases
+
+
+grade_chebyshev_filter = grader(
+    "chebyshev_filter",
+    "L, thetas, lam_max",
+    chebyshev_filter_reference,
+    _chebyshev_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_chebyshev_with(lambda L, lam_max: L)(*a), g),
+            "rescale first: the polynomials act on L^ = 2 L / lam_max - I (spectrum in [-1, 1]), not on L.",
+        ),
+        Hint(
+            lambda a, e, g: close(_chebyshev_with(lambda L, lam_max: 2 * L / lam_max)(*a), g),
+            "subtract the identity: L^ = 2 L / lam_max - I maps the spectrum [0, lam_max] onto [-1, 1].",
+        ),
+        Hint(
+            lambda a, e, g: close(_chebyshev_with(_right_rescale, factor=1.0)(*a), g),
+            "the recursion has a factor 2: T_k = 2 L^ T_{k-1} - T_{k-2}.",
+        ),
+        Hint(
+            lambda a, e, g: np.shape(g) != np.shape(e),
+            "the filter is a matrix (M, M): sum_k theta_k T_k(L^), with T_0 = I the identity matrix.",
+        ),
+    ),
+    mistakes=(
+        (_chebyshev_with(lambda L, lam_max: L), "rescale first"),
+        (_chebyshev_with(lambda L, lam_max: 2 * L / lam_max), "subtract the identity"),
+        (_chebyshev_with(_right_rescale, factor=1.0), "factor 2"),
+    ),
+)
