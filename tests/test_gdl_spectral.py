@@ -11,7 +11,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from dlnotes import gdl  # noqa: E402
-from dlnotes.widgets.gdl import draw_graph_signal, graph_layout  # noqa: E402
+from dlnotes.plotting import draw_graph_signal, graph_layout  # noqa: E402
 
 rng = np.random.default_rng(7)
 KARATE = nx.karate_club_graph()

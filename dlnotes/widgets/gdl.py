@@ -7,7 +7,6 @@ import matplotlib.pyplot as plt
 import networkx as nx
 import numpy as np
 import torch
-from matplotlib.collections import LineCollection
 from torch import nn
 
 from ..data import load_digits, load_karate_club
@@ -24,7 +23,8 @@ from ..gdl import (
     predict_sets,
     train_set_model,
 )
-from ..validation import check_positive, check_rng, check_vector
+from ..plotting import draw_graph_signal, graph_layout
+from ..validation import check_rng
 from .core import interactive_figure, widget
 
 # ----------------------------------------------------------------------------- 7.1 symmetry
@@ -129,74 +129,6 @@ def oversmoothing_explorer() -> widgets.VBox:
 
 
 # ----------------------------------------------------------------------------- 7.5 spectral graph theory
-
-
-_LAYOUTS: dict = {}  # graph (nodes, edges) -> positions, so that a graph is laid out once per session
-
-
-def graph_layout(G: nx.Graph) -> dict:
-    """Node positions node -> (x, y) for drawing `G`, the same in every figure: the Kamada-Kawai layout
-    (placement by graph distances, no randomness), computed once per graph and cached."""
-    if not isinstance(G, nx.Graph):
-        raise TypeError(f"G must be a networkx graph, got {type(G).__name__}")
-    if G.number_of_nodes() == 0:
-        raise ValueError("G must have at least one node, got an empty graph")
-    key = (tuple(G.nodes), frozenset(frozenset(e) for e in G.edges))
-    if key not in _LAYOUTS:
-        pos = nx.kamada_kawai_layout(G) if G.number_of_nodes() > 1 else {v: np.zeros(2) for v in G.nodes}
-        _LAYOUTS[key] = {v: (float(p[0]), float(p[1])) for v, p in pos.items()}
-    return dict(_LAYOUTS[key])
-
-
-def draw_graph_signal(
-    G: nx.Graph,
-    x,
-    ax=None,
-    pos: dict | None = None,
-    cmap: str = "coolwarm",
-    label: str | None = None,
-    *,
-    vmin: float | None = None,
-    vmax: float | None = None,
-    node_size: float = 120,
-    title: str | None = None,
-    colorbar: bool = True,
-):
-    """Draw the graph `G` with node m coloured by the signal x[m] (x: (M,), nodes in `G`'s order), edges in
-    light grey, and a colour bar labelled `label`. Positions `pos` default to `graph_layout(G)`.
-
-    Without `vmin`/`vmax` a signal with both signs gets limits symmetric about 0 (zero is the neutral colour
-    of the default diverging map), otherwise its own range. Returns the axes.
-    """
-    if not isinstance(G, nx.Graph):
-        raise TypeError(f"G must be a networkx graph, got {type(G).__name__}")
-    x = check_vector(x, "x", G.number_of_nodes())
-    node_size = check_positive(node_size, "node_size")
-    pos = graph_layout(G) if pos is None else pos
-    if not isinstance(pos, dict) or any(v not in pos for v in G.nodes):
-        raise ValueError("pos must be a dict with a position (x, y) for every node of G")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 4))
-    if vmin is None and vmax is None and x.min() < 0 < x.max():
-        vmax = float(np.abs(x).max())
-        vmin = -vmax
-    xy = np.array([pos[v] for v in G.nodes], dtype=float)
-    index = {v: i for i, v in enumerate(G.nodes)}
-    segments = [(xy[index[u]], xy[index[v]]) for u, v in G.edges]
-    ax.add_collection(LineCollection(segments, colors="lightgrey", linewidths=1.0, zorder=1))
-    dots = ax.scatter(
-        *xy.T, c=x, cmap=cmap, vmin=vmin, vmax=vmax, s=node_size, edgecolors="black", linewidths=0.5, zorder=2
-    )
-    if colorbar:
-        bar = ax.figure.colorbar(dots, ax=ax, shrink=0.8)
-        if label is not None:
-            bar.set_label(label)
-    ax.set_aspect("equal")
-    ax.autoscale_view()
-    ax.set_axis_off()
-    if title is not None:
-        ax.set_title(title)
-    return ax
 
 
 def _karate_spectrum():
