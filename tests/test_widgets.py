@@ -28,7 +28,16 @@ for module in pkgutil.iter_modules(dlnotes.widgets.__path__):
     importlib.import_module(f"dlnotes.widgets.{module.name}")
 
 PNG_MAGIC = b"\x89PNG"
-CHAPTER_MODULES = {"connectionism", "feedforward", "optimization", "cnn", "rnn", "transformers", "gdl", "tricks"}
+CHAPTER_MODULES = {
+    "connectionism",
+    "feedforward",
+    "optimization",
+    "cnn",
+    "rnn",
+    "transformers",
+    "gdl",
+    "tricks",
+}
 
 
 def shown_png(box: widgets.VBox) -> bytes:
