@@ -37,6 +37,7 @@ CHAPTER_MODULES = {
     "transformers",
     "gdl",
     "tricks",
+    "theory",
 }
 
 
