@@ -20,7 +20,17 @@ from test_hygiene import NOTEBOOKS
 
 PACKAGE = ROOT / "dlnotes"
 SHARED = {"activations", "checks", "data", "embeddings", "plotting", "text", "training", "validation"}
-CHAPTERS = {"connectionism", "feedforward", "optimization", "cnn", "rnn", "transformers", "gdl", "tricks", "theory"}
+CHAPTERS = {
+    "connectionism",
+    "feedforward",
+    "optimization",
+    "cnn",
+    "rnn",
+    "transformers",
+    "gdl",
+    "tricks",
+    "theory",
+}
 MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
 
 
