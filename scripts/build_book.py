@@ -66,8 +66,17 @@ def notebook_times() -> dict[str, float]:
     return {doc: d["exec_data"]["runtime"] for doc, d in sorted(data.items()) if d.get("exec_data")}
 
 
+def one_document_per_batch(docnames: list[str], nproc: int, maxbatch: int = 10) -> list[list[str]]:
+    """Sphinx hands its parallel processes batches of about 20 documents to read (and so to execute), which can
+    leave one process minutes of notebooks while the other idles; one document a batch keeps both busy."""
+    return [[docname] for docname in docnames]
+
+
 def build(jobs: int) -> int:
+    import sphinx.builders
     from jupyter_book.sphinx import build_sphinx
+
+    sphinx.builders.make_chunks = one_document_per_batch
 
     shutil.rmtree(BUILD, ignore_errors=True)
     BUILD.mkdir()

@@ -1,20 +1,24 @@
 """Every test of the book, in stages, with the time each took: what CI runs (.ci/run).
 
-    python scripts/test_all.py                  # all stages
+    python scripts/test_all.py                  # the stages of CI, lint to seeds
     python scripts/test_all.py unit build site  # some of them, in this order
+    python scripts/test_all.py allseeds         # every notebook under both seeds 1 and 2 (before closing a chapter)
 
-Stages:
-  lint    ruff check and ruff format --check
-  unit    the unit tests of dlnotes and the hygiene tests (`pytest`, the quick loop)
-  floors  the unit tests of dlnotes in a second environment (.venv-floors) with the oldest versions the package
-          declares (pyproject.toml), ipywidgets 7 as on Colab among them; torch as pinned (its floor, 2.9, comes
-          only as a CUDA build of several GB)
-  build   the book from scratch, two notebooks at a time (scripts/build_book.py), seed 0
-  site    the tests of the built book, of the website in headless Chromium and of every widget's frames
-          (`pytest -m "book or browser or frames"`)
-  seeds   every notebook under nbval with DLNOTES_SEED=1 and 2 (the build ran seed 0)
+Stages (the tests run two at a time, `-n 2`, on the book's one thread per process):
+  lint      ruff check and ruff format --check
+  unit      the unit tests of dlnotes and the hygiene tests (`pytest`, the quick loop)
+  floors    the unit tests of dlnotes in a second environment (.venv-floors) with the oldest versions the package
+            declares (pyproject.toml), ipywidgets 7 as on Colab among them; torch as pinned (its floor, 2.9, comes
+            only as a CUDA build of several GB)
+  build     the book from scratch, two notebooks at a time (scripts/build_book.py), seed 0
+  site      the tests of the built book, of the website in headless Chromium and of every widget's frames
+            (`pytest -m "book or browser or frames"`)
+  seeds     every notebook under nbval once more with another seed: 1 for the first, third, ... notebook
+            (in path order), 2 for the others (the build ran seed 0)
+  allseeds  every notebook under nbval with the seed 1 and again with the seed 2: not part of CI's 30 minutes
 
-All stages run even when one fails; the table at the end says which failed. Exit status 1 if any did.
+All stages run even when one fails; the table at the end says which failed. Exit status 1 if any did, or if the
+stages took longer than CI's budget.
 """
 
 from __future__ import annotations
@@ -48,45 +52,55 @@ PACKAGE_TESTS = [  # the tests that need only dlnotes and its declared dependenc
 ]
 
 
+def pin(name: str) -> str:
+    """The version of `name` pinned in constraints.txt."""
+    return re.search(rf"^{re.escape(name)}==(\S+)", (ROOT / "constraints.txt").read_text(), re.M)[1]
+
+
 def floor_requirements() -> list[str]:
     """`name==X.*` for every `name>=X` of the package's dependencies; torch as pinned in constraints.txt."""
-    pins = dict(re.findall(r"^([\w-]+)==(\S+)", (ROOT / "constraints.txt").read_text(), re.M))
     requirements = []
     for dependency in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]:
         name, floor = re.fullmatch(r"([\w-]+)>=([\d.]+)", dependency).groups()
-        requirements.append(f"torch=={pins['torch']}" if name == "torch" else f"{name}=={floor}.*")
+        requirements.append(f"torch=={pin('torch')}" if name == "torch" else f"{name}=={floor}.*")
     return requirements
 
 
 def floors() -> list[list[str]]:
     python = FLOORS_VENV / "bin" / "python"
     commands = [] if python.exists() else [[sys.executable, "-m", "venv", str(FLOORS_VENV)]]
-    pytest_pin = re.search(r"^pytest==(\S+)", (ROOT / "constraints.txt").read_text(), re.M)[1]
-    commands.append(
-        [str(python), "-m", "pip", "install", "-q", *floor_requirements(), f"pytest=={pytest_pin}"]
-    )
+    pins = [f"{name}=={pin(name)}" for name in ("pytest", "pytest-xdist", "execnet")]
+    commands.append([str(python), "-m", "pip", "install", "-q", *floor_requirements(), *pins])
     tests = [f"tests/{name}.py" for name in PACKAGE_TESTS]
-    commands.append([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore", *tests])
+    commands.append(
+        [str(python), "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "-W", "ignore", *tests]
+    )
     return commands
 
 
-def nbval(seed: int) -> list[str]:
+def nbval(seed: int, paths: list[str]) -> list[str]:
     return ["env", f"DLNOTES_SEED={seed}", sys.executable, "-m", "pytest", "-q", "--nbval-lax", "-n", "2",
-            "--dist", "loadfile", "-o", "addopts=", "chapters"]  # fmt: skip
+            "--dist", "loadfile", "-o", "addopts=", *paths]  # fmt: skip
+
+
+def notebooks() -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "chapters").glob("*/*.ipynb"))
 
 
 STAGES = {
     "lint": lambda: [["ruff", "check", "."], ["ruff", "format", "--check", "."]],
-    "unit": lambda: [[sys.executable, "-m", "pytest", "-q"]],
+    "unit": lambda: [[sys.executable, "-m", "pytest", "-q", "-n", "2"]],
     "floors": floors,
     "build": lambda: [[sys.executable, "scripts/build_book.py"]],
-    "site": lambda: [[sys.executable, "-m", "pytest", "-q", "-m", "book or browser or frames"]],
-    "seeds": lambda: [nbval(1), nbval(2)],
+    "site": lambda: [[sys.executable, "-m", "pytest", "-q", "-n", "2", "-m", "book or browser or frames"]],
+    "seeds": lambda: [nbval(1, notebooks()[0::2]), nbval(2, notebooks()[1::2])],
+    "allseeds": lambda: [nbval(1, ["chapters"]), nbval(2, ["chapters"])],
 }
+CI_STAGES = ["lint", "unit", "floors", "build", "site", "seeds"]
 
 
 def main() -> None:
-    chosen = sys.argv[1:] or list(STAGES)
+    chosen = sys.argv[1:] or CI_STAGES
     unknown = set(chosen) - set(STAGES)
     if unknown:
         sys.exit(f"unknown stages {sorted(unknown)}; the stages are {list(STAGES)}")

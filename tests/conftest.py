@@ -1,15 +1,20 @@
 """Shared test settings: a non-interactive matplotlib backend, the repository root, the built book."""
 
 import errno
+import fcntl
+import hashlib
 import importlib.util
 import json
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import matplotlib
 import pytest
+
+from dlnotes import use_threads
 
 matplotlib.use("Agg")  # this process only: kernels started by the tests keep the inline backend
 
@@ -29,8 +34,12 @@ build_book = load_script("build_book")
 
 
 def pytest_configure(config):
-    """Kernels and the site's test server talk over 127.0.0.1. In a network namespace made with
-    `unshare -rn` (no network at all) the loopback interface starts down: bring it up."""
+    """The book's thread policy (`dlnotes.use_threads`), as in the notebooks: the stages run tests two at a time
+    (`-n 2`), where two threads per process would wait for each other.
+
+    Kernels and the site's test server talk over 127.0.0.1. In a network namespace made with `unshare -rn` (no
+    network at all) the loopback interface starts down: bring it up."""
+    use_threads()
     with socket.socket() as probe:
         try:
             probe.connect(("127.0.0.1", 9))
@@ -49,16 +58,20 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def book():
     """The book built from scratch by scripts/build_book.py, as CI and a new reader build it: reused when it
-    was built from the current sources (as in CI, where the build is a stage of its own), else built now."""
-    if not (
-        build_book.INFO.exists()
-        and json.loads(build_book.INFO.read_text())["fingerprint"] == build_book.fingerprint()
-    ):
-        result = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "build_book.py")],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    was built from the current sources (as in CI, where the build is a stage of its own), else built now, by
+    one test process while the others (`-n 2`) wait for it."""
+    lock = Path(tempfile.gettempdir()) / f"dlnotes-book-{hashlib.sha1(bytes(ROOT)).hexdigest()[:12]}.lock"
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        if not (
+            build_book.INFO.exists()
+            and json.loads(build_book.INFO.read_text())["fingerprint"] == build_book.fingerprint()
+        ):
+            result = subprocess.run(
+                [sys.executable, str(ROOT / "scripts" / "build_book.py")],
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
+            assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     return HTML

@@ -72,8 +72,9 @@ WIDGETS_RENDERED = """() => [...document.querySelectorAll('script[type="applicat
   .every((v) => v.parentElement.querySelector(".jupyter-widgets"))"""
 # Each precomputed widget (dlnotes.widgets.core.frame_player): its pickers in page order (a slider's position is its
 # index, a dropdown's selected index) and the frame it shows, whose class "frame-i-j-..." names the pickers' indices.
-FRAME_WIDGETS = """() => [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
-  .map((v) => v.parentElement)
+# An output area holds the views of one cell (a widget and the progress bars of the training it ran): each area once.
+FRAME_WIDGETS = """() => [...new Set([...document.querySelectorAll(
+    'script[type="application/vnd.jupyter.widget-view+json"]')].map((v) => v.parentElement))]
   .filter((area) => area.querySelector('[class*="frame-"]'))
   .map((area) => {
     const pickers = [...area.querySelectorAll(".noUi-handle, select")].map((c) => c.tagName === "SELECT"
