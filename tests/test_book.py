@@ -13,7 +13,6 @@ sys.path.insert(0, str(ROOT / "_ext"))
 from dlnotes_site import concept_checks, concept_names  # noqa: E402
 
 NOTEBOOK_BUDGET_SECONDS = 60
-BUILD_BUDGET_SECONDS = 600
 FRAMES_PER_WIDGET = 40
 FRAMES_BYTES_PER_PAGE = 3_000_000  # as the page carries them: base64 in the widget state
 FRAMES_BUILD_GROWTH = 0.25
@@ -24,13 +23,15 @@ def test_every_page_of_the_toc_is_built(book):
         assert (HTML / f"{entry}.html").exists(), f"{entry}.html is missing"
 
 
-def test_the_book_and_every_notebook_ran_within_budget(book):
+def test_every_notebook_ran_within_its_budget(book):
+    """Each notebook's time, as the build measured it (two at a time). The whole build's time depends on the
+    machine as much as on the book: the build prints it against its target (build_book.TARGET_SECONDS), and CI's
+    30 minutes bound it (scripts/test_all.py)."""
     info = json.loads(build_book.INFO.read_text())
     docnames = {str(path.relative_to(ROOT).with_suffix("")) for path in NOTEBOOKS}
     assert set(info["notebooks"]) == docnames, "a notebook was not executed"
     slow = {name: s for name, s in info["notebooks"].items() if s > NOTEBOOK_BUDGET_SECONDS}
     assert not slow, f"notebooks over the {NOTEBOOK_BUDGET_SECONDS} s budget: {slow}"
-    assert info["seconds"] <= BUILD_BUDGET_SECONDS, f"the build took {info['seconds']:.0f} s"
 
 
 def test_the_precomputed_widgets_keep_within_their_budgets(book, capsys):
