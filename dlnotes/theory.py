@@ -76,10 +76,15 @@ def flat_function(model: nn.Module) -> FlatFunction:
     return FlatFunction(f, theta0)
 
 
+def _shape_or_type(value) -> str:
+    return f"shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+
+
 def _check_flat(theta, name: str = "theta") -> torch.Tensor:
     if not isinstance(theta, torch.Tensor) or theta.ndim != 1 or theta.numel() == 0:
-        kind = f"shape {tuple(theta.shape)}" if isinstance(theta, torch.Tensor) else type(theta).__name__
-        raise TypeError(f"{name} must be a non-empty 1-D torch tensor (a flat parameter vector), got {kind}")
+        raise TypeError(
+            f"{name} must be a non-empty 1-D torch tensor (a flat parameter vector), got {_shape_or_type(theta)}"
+        )
     return theta
 
 
@@ -1909,6 +1914,7 @@ def fit_pac_bayes(
     n: int,
     delta: float,
     *,
+    prior_mean=0.0,
     var0: float = 1e-2,
     steps: int = 1000,
     lr: float = 0.02,
@@ -1916,7 +1922,8 @@ def fit_pac_bayes(
     rng=None,
 ) -> GaussianPosterior:
     """Train a Gaussian posterior Q = N(theta, diag sigma^2) by minimising the PAC-Bayes objective for the prior
-    P = N(0, lam I),
+    P = N(prior_mean, lam I) (prior_mean (P,) or a number, fixed before the data: 0, or a network's random
+    initialisation),
 
     .. math:: \\mathbb E_{\\xi}\\,\\hat L(\\theta + \\sigma\\odot\\xi)
               + \\sqrt{\\frac{\\mathrm{KL}(Q\\|P) + \\ln(2\\sqrt n/\\delta)}{2n}},\\qquad \\xi\\sim\\mathcal N(0, I),
@@ -1938,6 +1945,7 @@ def fit_pac_bayes(
     samples = check_int(samples, "samples", 1)
     rng = check_rng(rng)
     dim = len(theta0)
+    prior_mean = torch.from_numpy(_vector_or_number(prior_mean, "prior_mean", dim, variance=False))
     theta = torch.tensor(theta0, dtype=torch.float64, requires_grad=True)
     log_var = torch.full((dim,), math.log(var0), dtype=torch.float64, requires_grad=True)
     optimizer = torch.optim.Adam([theta, log_var], lr=lr)
@@ -1953,7 +1961,7 @@ def fit_pac_bayes(
         if not isinstance(losses, torch.Tensor) or losses.shape != (samples,):
             got = tuple(losses.shape) if isinstance(losses, torch.Tensor) else type(losses).__name__
             raise ValueError(f"loss must map a tensor ({samples}, {dim}) to a tensor ({samples},), got {got}")
-        kl = _diag_kl(theta, var, 0.0, lam, torch.log)
+        kl = _diag_kl(theta, var, prior_mean, lam, torch.log)
         objective = losses.mean() + torch.sqrt((kl + confidence) / (2 * n))
         optimizer.zero_grad()
         objective.backward()
@@ -1977,6 +1985,46 @@ def linear_gibbs_error(X, y, thetas, chunk: int = 256) -> float:
     wrong = 0.0
     for start in range(0, len(thetas), chunk):
         wrong += np.sum((thetas[start : start + chunk] @ X.T > 0) != y)
+    return float(wrong / (len(thetas) * len(X)))
+
+
+def mlp_logits(thetas: torch.Tensor, X: torch.Tensor, hidden: int) -> torch.Tensor:
+    """The logits f_theta(x) = w_2^T tanh(W_1 x + b_1) + b_2 of a network with one hidden layer of `hidden` tanh
+    units, for every parameter vector theta, a row of thetas (S, P), at every point, a row of X (n, d): a tensor
+    (S, n). A row holds W_1 (hidden, d) row by row, then b_1, w_2 and b_2, P = hidden (d + 2) + 1: the order of
+    ``parameters_to_vector`` for ``nn.Sequential(nn.Linear(d, hidden), nn.Tanh(), nn.Linear(hidden, 1))``.
+    Section 9.4.
+    """
+    hidden = check_int(hidden, "hidden", 1)
+    if not isinstance(X, torch.Tensor) or X.ndim != 2:
+        raise TypeError(f"X must be a 2-D torch tensor (n, d), got {_shape_or_type(X)}")
+    d = X.shape[1]
+    P = hidden * (d + 2) + 1
+    if not isinstance(thetas, torch.Tensor) or thetas.ndim != 2 or thetas.shape[1] != P:
+        raise ValueError(
+            f"thetas must be a torch tensor (S, {P}) for hidden = {hidden}, d = {d}, got {_shape_or_type(thetas)}"
+        )
+    S = len(thetas)
+    W1 = thetas[:, : hidden * d].reshape(S, hidden, d)
+    b1, w2 = thetas[:, hidden * d : hidden * (d + 1)], thetas[:, hidden * (d + 1) : hidden * (d + 2)]
+    h = torch.tanh(torch.einsum("shd,nd->snh", W1, X.to(thetas.dtype)) + b1[:, None, :])
+    return torch.einsum("snh,sh->sn", h, w2) + thetas[:, -1:]
+
+
+def mlp_gibbs_error(X, y, thetas, hidden: int, chunk: int = 256) -> float:
+    """The 0-1 error of the stochastic (Gibbs) network of `mlp_logits`: the mean over the draws theta_j, the rows
+    of thetas (S, P), of the training error of 1[f_theta_j(x) > 0] on X (n, d) with labels y (n,) in {0, 1};
+    computed `chunk` draws at a time. Section 9.4.
+    """
+    X = check_matrix(X, "X")
+    y = check_labels(y, "y", len(X), values=(0, 1))
+    thetas = check_matrix(thetas, "thetas", None, check_int(hidden, "hidden", 1) * (X.shape[1] + 2) + 1)
+    chunk = check_int(chunk, "chunk", 1)
+    X_t, wrong = torch.from_numpy(X), 0.0
+    with torch.no_grad():
+        for start in range(0, len(thetas), chunk):
+            logits = mlp_logits(torch.from_numpy(thetas[start : start + chunk]), X_t, hidden)
+            wrong += np.sum(to_numpy(logits > 0) != y)
     return float(wrong / (len(thetas) * len(X)))
 
 
@@ -2394,7 +2442,7 @@ def train_binary_classifier(model: nn.Module, X, y, *, steps: int = 400, lr: flo
     """Train a network with one output logit on a small two-class data set by full-batch Adam (step size lr) on
     the binary cross-entropy, for `steps` steps (a plain loop: for 200 points much faster than `fit` with a
     DataLoader). X (n, d), labels y (n,) in {0, 1}. The model is changed in place; returns the loss per step.
-    Section 9.5 (mode connectivity).
+    Sections 9.4 (the PAC-Bayes network) and 9.5 (mode connectivity).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")

@@ -1,10 +1,11 @@
 """Every test of the book, in stages, with the time each took: what CI runs (.ci/run).
 
-    python scripts/test_all.py                  # the stages of CI, lint to seeds
-    python scripts/test_all.py unit build site  # some of them, in this order
+    python scripts/test_all.py                  # the stages of CI, lint to seeds, two of them in pairs
+    python scripts/test_all.py unit build site  # some of them, one after another in this order
     python scripts/test_all.py allseeds         # every notebook under both seeds 1 and 2 (before closing a chapter)
 
-Stages (the tests run two at a time, `-n 2`, on the book's one thread per process):
+Stages (the tests run two at a time, `-n 2`, on the book's one thread per process; in CI, floors runs alongside
+unit and seeds alongside site, see CI_GROUPS):
   lint      ruff check and ruff format --check
   unit      the unit tests of dlnotes and the hygiene tests (`pytest`, the quick loop)
   floors    the unit tests of dlnotes in a second environment (.venv-floors) with the oldest versions the package
@@ -27,8 +28,10 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,29 +99,57 @@ STAGES = {
     "seeds": lambda: [nbval(1, notebooks()[0::2]), nbval(2, notebooks()[1::2])],
     "allseeds": lambda: [nbval(1, ["chapters"]), nbval(2, ["chapters"])],
 }
-CI_STAGES = ["lint", "unit", "floors", "build", "site", "seeds"]
+# CI's stages in order; the stages of a group run at the same time: floors installs its environment (network and
+# disk) while the unit tests run, and the notebooks run under their second seed while the browser, which waits
+# for pages more than it computes, tests the site (the site stage alone keeps one of the two cores busy).
+CI_GROUPS = [["lint"], ["unit", "floors"], ["build"], ["site", "seeds"]]
+
+
+def run(stage: str, env: dict, log=None) -> tuple[float, bool]:
+    """Run the commands of `stage`, writing their output to the file `log` (default: the terminal); return the
+    seconds they took and whether all passed."""
+    tic, ok = time.perf_counter(), True
+    for command in STAGES[stage]():
+        print("$", " ".join(command), file=log or sys.stdout, flush=True)
+        finished = subprocess.run(command, cwd=ROOT, env=env, stdout=log, stderr=log and subprocess.STDOUT)
+        ok = finished.returncode == 0 and ok
+    return time.perf_counter() - tic, ok
+
+
+def run_together(group: list[str], env: dict) -> dict[str, tuple[float, bool]]:
+    """Run the stages of `group` at the same time; print the output of each, in turn, once all have finished."""
+    logs = {stage: tempfile.TemporaryFile("w+") for stage in group}
+    with ThreadPoolExecutor(len(group)) as pool:
+        futures = {stage: pool.submit(run, stage, env, logs[stage]) for stage in group}
+    for stage in group:
+        print(f"\n===== {stage} (alongside {', '.join(s for s in group if s != stage)})", flush=True)
+        logs[stage].seek(0)
+        print(logs[stage].read(), end="", flush=True)
+    return {stage: futures[stage].result() for stage in group}
 
 
 def main() -> None:
-    chosen = sys.argv[1:] or CI_STAGES
-    unknown = set(chosen) - set(STAGES)
+    groups = [[stage] for stage in sys.argv[1:]] or CI_GROUPS
+    unknown = {stage for group in groups for stage in group} - set(STAGES)
     if unknown:
         sys.exit(f"unknown stages {sorted(unknown)}; the stages are {list(STAGES)}")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the floors environment tests the source tree
-    results, start = [], time.perf_counter()
-    for stage in chosen:
-        print(f"\n===== {stage}", flush=True)
-        tic, ok = time.perf_counter(), True
-        for command in STAGES[stage]():
-            print("$", " ".join(command), flush=True)
-            ok = subprocess.run(command, cwd=ROOT, env=env).returncode == 0 and ok
-        results.append((stage, time.perf_counter() - tic, ok))
+    results, start = {}, time.perf_counter()
+    for group in groups:
+        if len(group) > 1:
+            results.update(run_together(group, env))
+        else:
+            print(f"\n===== {group[0]}", flush=True)
+            results[group[0]] = run(group[0], env)
     total = time.perf_counter() - start
-    print("\n===== stage times")
-    for stage, seconds, ok in results:
-        print(f"{stage:8s} {seconds:7.0f} s  {'passed' if ok else 'FAILED'}")
+    print("\n===== stage times (the stages of a group overlap)")
+    for group in groups:
+        for stage in group:
+            seconds, ok = results[stage]
+            print(f"{stage:8s} {seconds:7.0f} s  {'passed' if ok else 'FAILED'}")
     print(f"{'total':8s} {total:7.0f} s  (budget {CI_BUDGET_SECONDS} s with the install)")
-    sys.exit(0 if all(ok for *_, ok in results) and total <= CI_BUDGET_SECONDS else 1)
+    passed = all(ok for _, ok in results.values())
+    sys.exit(0 if passed and total <= CI_BUDGET_SECONDS else 1)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ every widget shows its saved view with slider tracks a reader can use (>= 100 px
 error, and no request leaves the machine.
 """
 
+import contextlib
 import functools
 import http.server
 import shutil
@@ -13,6 +14,7 @@ import threading
 from urllib.parse import urlparse
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 from conftest import ROOT
@@ -46,6 +48,7 @@ FROM_DISK = [
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 MIN_SLIDER_TRACK = 100  # px, at a 1280 px wide window
+TIMEOUT_MS = 60_000  # for a page to load and render: in CI the notebooks run alongside (scripts/test_all.py)
 
 # Runs in the page once MathJax and the widgets are done: what a reader would see as broken.
 INSPECT = """() => {
@@ -91,6 +94,10 @@ FRAME_WIDGETS = """() => [...new Set([...document.querySelectorAll(
     return {pickers, shown: shown.map((i) => [...i.classList].find((c) => c.startsWith("frame-"))),
             src: shown.map((i) => i.src)};
   })"""
+SHOWS_FRAME = f"""([w, expected]) => {{
+  const shown = ({FRAME_WIDGETS})()[w].shown;
+  return shown.length === 1 && shown[0] === expected;
+}}"""
 MATHJAX_DONE = """() => !window.MathJax || !window.MathJax.startup ? true
   : window.MathJax.startup.promise.then(() => true)"""
 
@@ -125,6 +132,7 @@ def visit(
     every control of its widgets (`operate_every_control`); return what INSPECT found plus errors (the controls'
     among them), outside requests and the final URL. The screenshot shows the top of the page."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
     outside, errors = [], []
 
     def route(request_route):
@@ -143,7 +151,7 @@ def visit(
     if redirect_to:
         page.wait_for_url(f"**/{redirect_to}", wait_until="load")
     page.evaluate(MATHJAX_DONE)
-    page.wait_for_function(WIDGETS_RENDERED, timeout=20_000)
+    page.wait_for_function(WIDGETS_RENDERED)
     page.wait_for_timeout(300)  # let the last widget views lay out
     report = page.evaluate(INSPECT)
     if screenshot:
@@ -219,10 +227,15 @@ def operate_every_control(tab) -> None:
             else:
                 selects.nth(n_select).select_option(index=target)
                 n_select += 1
-            tab.wait_for_timeout(150)
+            indices = [q["index"] for q in widget["pickers"]]
+            indices[p] = target
+            expected = "frame-" + "-".join(map(str, indices))
+            with contextlib.suppress(
+                PlaywrightTimeoutError
+            ):  # a busy machine may take a moment: wait, then tell
+                tab.wait_for_function(SHOWS_FRAME, arg=[w, expected], timeout=10_000)
             now = tab.evaluate(FRAME_WIDGETS)[w]
             assert now["pickers"][p]["index"] == target
-            expected = "frame-" + "-".join(str(q["index"]) for q in now["pickers"])
             assert now["shown"] == [expected], (
                 f"widget {w}, control {p}: shows {now['shown']}, not {expected}"
             )

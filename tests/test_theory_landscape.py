@@ -1,6 +1,6 @@
 """PAC-Bayes, flat minima and the loss landscape (sections 9.4-9.5 of dlnotes.theory): the Gaussian KL against
 torch.distributions, the McAllester-Maurer bound against its formula, the PAC-Bayes objective against its fixed
-point on a quadratic, antithetic noise and SAM against closed forms, the second-order test, sharpness and gradient
+point on a quadratic (with a prior centred at 0 and elsewhere), the stochastic network's logits against torch, antithetic noise and SAM against closed forms, the second-order test, sharpness and gradient
 descent against numpy's eigenvalues and iterates, Bezier paths, magnitude pruning and masked training."""
 
 import math
@@ -80,6 +80,42 @@ def test_fit_pac_bayes_reaches_the_fixed_point_of_a_quadratic():
     c = 1 / (2 * math.sqrt(2 * n * (kl + math.log(2 * math.sqrt(n) / delta))))
     assert np.all(np.abs(q.var * (a / c + 1 / lam) - 1) < 0.05)
     assert np.all(np.abs(q.theta) < 0.05) and q.objective.shape == (500,)
+
+
+def test_fit_pac_bayes_pulls_the_mean_towards_the_prior_mean():
+    """With P = N(m, lam I) the stationary mean of a quadratic loss sum_i a_i theta_i^2 / 2 solves
+    a theta + c (theta - m) / lam = 0: theta = c m / (lam a + c), c the complexity term's derivative factor."""
+    a, m = np.array([0.01, 5.0]), np.array([1.5, -2.0])
+    a_t = torch.tensor(a)
+    lam, n, delta = 2.0, 50, 0.1
+    q = theory.fit_pac_bayes(
+        lambda thetas: 0.5 * (a_t * thetas**2).sum(dim=1), np.zeros(2), lam, n, delta, prior_mean=m, steps=800,
+        lr=0.04, samples=256, rng=0,
+    )  # fmt: skip
+    kl = theory.kl_diag_gauss(q.theta, q.var, m, lam)
+    c = 1 / (2 * math.sqrt(2 * n * (kl + math.log(2 * math.sqrt(n) / delta))))
+    assert q.theta == pytest.approx(c * m / (lam * a + c), rel=0.05, abs=0.01)
+    assert np.all(np.abs(q.var * (a / c + 1 / lam) - 1) < 0.05)
+    assert q.theta[0] > 0.3  # the flat coordinate follows the prior mean (with m = 0 it would stay at 0)
+
+
+def test_mlp_logits_are_the_torch_network_of_each_row():
+    X = torch.tensor(rng.normal(size=(9, 3)))
+    hidden, thetas = 4, torch.tensor(rng.normal(size=(5, 4 * 5 + 1)))
+    net = nn.Sequential(nn.Linear(3, hidden), nn.Tanh(), nn.Linear(hidden, 1)).double()
+    expected = []
+    for theta in thetas:
+        torch.nn.utils.vector_to_parameters(theta, net.parameters())
+        expected.append(net(X).squeeze(-1).detach())
+    assert torch.allclose(theory.mlp_logits(thetas, X, hidden), torch.stack(expected), atol=1e-13)
+
+
+def test_mlp_gibbs_error_counts_the_mistakes_of_every_draw():
+    X, y, hidden = rng.normal(size=(20, 2)), rng.integers(0, 2, 20), 3
+    thetas = rng.normal(size=(6, 3 * 4 + 1))
+    logits = theory.mlp_logits(torch.tensor(thetas), torch.tensor(X), hidden).numpy()
+    expected = np.mean([[float((z > 0) != label) for z, label in zip(row, y, strict=True)] for row in logits])
+    assert theory.mlp_gibbs_error(X, y, thetas, hidden, chunk=4) == pytest.approx(expected, abs=1e-15)
 
 
 def test_linear_gibbs_error_counts_the_mistakes_of_every_draw():
@@ -265,6 +301,10 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: theory.pac_bayes_bound(0.1, 1.0, 100, 1.0), ValueError, "delta must be a finite number in (0, 1)"),
     (lambda: theory.fit_pac_bayes(lambda t: t.sum(), np.zeros(2), 1.0, 100, 0.05, steps=2), ValueError, "loss must map a tensor"),
     (lambda: theory.fit_pac_bayes(lambda t: t, np.zeros(2), 0.0, 100, 0.05), ValueError, "lam must be a finite number"),
+    (lambda: theory.fit_pac_bayes(lambda t: t, np.zeros(2), 1.0, 100, 0.05, prior_mean=np.zeros(3)), ValueError, "prior_mean must have shape (2,)"),
+    (lambda: theory.mlp_logits(torch.ones(2, 9), np.ones((3, 2)), 2), TypeError, "X must be a 2-D torch tensor (n, d)"),
+    (lambda: theory.mlp_logits(torch.ones(2, 8), torch.ones(3, 2), 2), ValueError, "thetas must be a torch tensor (S, 9)"),
+    (lambda: theory.mlp_gibbs_error(np.ones((3, 2)), [0, 1, 1], np.ones((4, 8)), 2), ValueError, "thetas must have shape (any, 9)"),
     (lambda: theory.linear_gibbs_error(np.ones((3, 2)), [0, 1, 2], np.ones((4, 2))), ValueError, "y must hold labels in [0, 1]"),
     (lambda: theory.linear_gibbs_error(np.ones((3, 2)), [0, 1, 1], np.ones((4, 3))), ValueError, "thetas must have shape (any, 2)"),
     (lambda: theory.lbfgs_minimise(torch.sum, np.zeros(2)), TypeError, "theta0 must be a non-empty 1-D torch tensor"),
