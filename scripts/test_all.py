@@ -18,8 +18,8 @@ unit and seeds alongside site, see CI_GROUPS):
             (in path order), 2 for the others (the build ran seed 0)
   allseeds  every notebook under nbval with the seed 1 and again with the seed 2: not part of CI's 30 minutes
 
-All stages run even when one fails; the table at the end says which failed. Exit status 1 if any did, or if the
-stages took longer than CI's budget.
+All stages run even when one fails; the table at the end says which failed and whether the stages kept CI's
+30-minute budget. Exit status 1 if any stage failed, or if they took over an hour (CI stops at 90 minutes).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOORS_VENV = ROOT / ".venv-floors"
-CI_BUDGET_SECONDS = 30 * 60
+CI_BUDGET_SECONDS = 30 * 60  # CI's target, install included: the table says when the stages alone exceed it
+CI_LIMIT_SECONDS = 60 * 60  # beyond this the run fails: CI is stopped at 90 minutes, and nothing lands
 PACKAGE_TESTS = [  # the tests that need only dlnotes and its declared dependencies
     "test_activations",
     "test_checks",
@@ -147,9 +148,16 @@ def main() -> None:
         for stage in group:
             seconds, ok = results[stage]
             print(f"{stage:8s} {seconds:7.0f} s  {'passed' if ok else 'FAILED'}")
-    print(f"{'total':8s} {total:7.0f} s  (budget {CI_BUDGET_SECONDS} s with the install)")
+    over = (
+        f"OVER the budget of {CI_BUDGET_SECONDS} s"
+        if total > CI_BUDGET_SECONDS
+        else f"budget {CI_BUDGET_SECONDS} s"
+    )
+    print(
+        f"{'total':8s} {total:7.0f} s  ({over} with the install; the run fails beyond {CI_LIMIT_SECONDS} s)"
+    )
     passed = all(ok for _, ok in results.values())
-    sys.exit(0 if passed and total <= CI_BUDGET_SECONDS else 1)
+    sys.exit(0 if passed and total <= CI_LIMIT_SECONDS else 1)
 
 
 if __name__ == "__main__":
