@@ -1981,11 +1981,16 @@ def linear_gibbs_error(X, y, thetas, chunk: int = 256) -> float:
     X = check_matrix(X, "X")
     y = check_labels(y, "y", len(X), values=(0, 1))
     thetas = check_matrix(thetas, "thetas", None, X.shape[1])
-    chunk = check_int(chunk, "chunk", 1)
-    wrong = 0.0
-    for start in range(0, len(thetas), chunk):
-        wrong += np.sum((thetas[start : start + chunk] @ X.T > 0) != y)
-    return float(wrong / (len(thetas) * len(X)))
+    return _gibbs_error(lambda draws: draws @ X.T > 0, thetas, y, check_int(chunk, "chunk", 1))
+
+
+def _gibbs_error(
+    predict: Callable[[np.ndarray], np.ndarray], thetas: np.ndarray, y: np.ndarray, chunk: int
+) -> float:
+    """The mean over the rows of thetas of the 0-1 error of predict(rows) (rows, n) against y (n,), `chunk` rows
+    at a time."""
+    wrong = sum(np.sum(predict(thetas[start : start + chunk]) != y) for start in range(0, len(thetas), chunk))
+    return float(wrong / (len(thetas) * len(y)))
 
 
 def mlp_logits(thetas: torch.Tensor, X: torch.Tensor, hidden: int) -> torch.Tensor:
@@ -2019,13 +2024,13 @@ def mlp_gibbs_error(X, y, thetas, hidden: int, chunk: int = 256) -> float:
     X = check_matrix(X, "X")
     y = check_labels(y, "y", len(X), values=(0, 1))
     thetas = check_matrix(thetas, "thetas", None, check_int(hidden, "hidden", 1) * (X.shape[1] + 2) + 1)
-    chunk = check_int(chunk, "chunk", 1)
-    X_t, wrong = torch.from_numpy(X), 0.0
-    with torch.no_grad():
-        for start in range(0, len(thetas), chunk):
-            logits = mlp_logits(torch.from_numpy(thetas[start : start + chunk]), X_t, hidden)
-            wrong += np.sum(to_numpy(logits > 0) != y)
-    return float(wrong / (len(thetas) * len(X)))
+    X_t = torch.from_numpy(X)
+
+    def predict(draws: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return to_numpy(mlp_logits(torch.from_numpy(draws), X_t, hidden) > 0)
+
+    return _gibbs_error(predict, thetas, y, check_int(chunk, "chunk", 1))
 
 
 def lbfgs_minimise(
