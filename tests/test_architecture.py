@@ -30,6 +30,7 @@ CHAPTERS = {
     "gdl",
     "tricks",
     "theory",
+    "generative",
 }
 MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
 

@@ -38,6 +38,7 @@ CHAPTER_MODULES = {
     "gdl",
     "tricks",
     "theory",
+    "generative",
 }
 
 
