@@ -120,7 +120,7 @@ def test_notebook_markdown_reads_the_same_without_a_myst_renderer(path):
             assert not found, f"{cell.get('id')}: MyST-only markup {found}"
 
 
-LATEX_ACCENTS = {"\\'u": "ú", "\\'e": "é", '\\"o': "ö", "\\c c": "ç", "\\cc": "ç"}
+LATEX_ACCENTS = {"\\'u": "ú", "\\'e": "é", '\\"o': "ö", "\\c c": "ç", "\\cc": "ç", "\\o": "ø"}
 
 
 def author_year(entry) -> tuple[str, str]:

@@ -1,0 +1,293 @@
+"""Section 10.2: the ELBO, its gradients and the VAE. The generative classifier against Bayes' rule, the PPCA ELBO
+and the Gaussian conditioning against scipy and the precision-matrix form, the gradient estimators against exact
+per-draw derivatives and torch.distributions, the Gaussian KLs against gauss_kl and torch, the hierarchical
+chain against an independent construction, the KL fits against closed forms, the VAE's ELBO, IWAE bound and
+training against torch, scipy and quadrature."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import integrate, stats
+from scipy.special import expit
+
+from dlnotes import generative as gen
+
+rng = np.random.default_rng(102)
+
+
+def test_generative_classifier_is_bayes_rule():
+    mu0, mu1 = rng.normal(size=3), rng.normal(size=3)
+    X = 2 * rng.normal(size=(50, 3))
+    p0 = stats.multivariate_normal(mu0, np.eye(3)).pdf(X)
+    p1 = stats.multivariate_normal(mu1, np.eye(3)).pdf(X)
+    logit = gen.generative_classifier(mu0, mu1)
+    assert np.allclose(expit(X @ logit.w + logit.b), p1 / (p0 + p1), atol=1e-13)
+
+
+def _ppca(d=4, k=2):
+    W, mu = rng.normal(size=(d, k)), rng.normal(size=d)
+    return W, mu, 0.7, rng.normal(size=d)
+
+
+def test_gauss_condition_equals_the_precision_matrix_form():
+    A = rng.normal(size=(5, 5))
+    cov, mean = A @ A.T + np.eye(5), rng.normal(size=5)
+    obs, free, x_obs = np.array([4, 1]), np.array([0, 2, 3]), rng.normal(size=2)
+    cond = gen.gauss_condition(mean, cov, obs, x_obs)
+    P = np.linalg.inv(cov)
+    P_uu = P[np.ix_(free, free)]
+    assert np.allclose(cond.cov, np.linalg.inv(P_uu), atol=1e-12)
+    expected = mean[free] - np.linalg.solve(P_uu, P[np.ix_(free, obs)] @ (x_obs - mean[obs]))
+    assert np.allclose(cond.mean, expected, atol=1e-12)
+
+
+def test_ppca_elbo_plus_gap_is_the_log_likelihood_and_its_terms_match_monte_carlo():
+    W, mu, s2, x = _ppca()
+    k = W.shape[1]
+    log_px = stats.multivariate_normal(mu, W @ W.T + s2 * np.eye(4)).logpdf(x)
+    joint = np.block([[np.eye(k), W.T], [W, W @ W.T + s2 * np.eye(4)]])
+    post = gen.gauss_condition(np.concatenate([np.zeros(k), mu]), joint, np.arange(k, k + 4), x)
+    B = rng.normal(size=(k, k))
+    m, S = rng.normal(size=k), B @ B.T + 0.2 * np.eye(k)
+    terms = gen.ppca_elbo(x, W, mu, s2, m, S)
+    assert abs(terms.elbo + gen.gauss_kl(m, S, post.mean, post.cov) - log_px) < 1e-10
+    assert abs(gen.ppca_elbo(x, W, mu, s2, post.mean, post.cov).elbo - log_px) < 1e-10
+    z = rng.multivariate_normal(m, S, size=200_000)
+    mc = stats.multivariate_normal(np.zeros(4), s2 * np.eye(4)).logpdf(x - mu - z @ W.T)
+    assert abs(mc.mean() - terms.reconstruction) < 5 * mc.std() / math.sqrt(len(mc))
+    assert terms.kl == pytest.approx(gen.gauss_kl(m, S, np.zeros(k), np.eye(k)))
+
+
+def test_gradient_estimators_per_draw_and_against_torch_distributions():
+    mu, sigma = np.array([0.3, -1.0]), np.array([0.5, 2.0])
+
+    def f(z):
+        return (z**3).sum(1) + torch.sin(z[:, 0] * z[:, 1])
+
+    rep = gen.reparam_grad(f, mu, sigma, 1000, rng=7)
+    eps = np.random.default_rng(7).standard_normal((1000, 2))
+    z = torch.tensor(mu + sigma * eps, requires_grad=True)
+    (g,) = torch.autograd.grad(f(z).sum(), z)
+    assert np.allclose(rep.d_mu, g.numpy(), atol=1e-12) and np.allclose(
+        rep.d_sigma, g.numpy() * eps, atol=1e-12
+    )
+
+    sf = gen.score_function_grad(f, mu, sigma, 1000, rng=7)
+    mu_t, sigma_t = torch.tensor(mu, requires_grad=True), torch.tensor(sigma, requires_grad=True)
+    z0 = torch.tensor(mu + sigma * eps)
+    log_q = torch.distributions.Normal(mu_t, sigma_t).log_prob(z0)  # (n, 2), one factor per coordinate
+    values = f(z0).detach()
+    for j in range(2):
+        gm, gs = torch.autograd.grad(log_q[:, j].sum(), (mu_t, sigma_t), retain_graph=True)
+        # per draw, d log q / d mu_j only involves coordinate j: recover it column by column
+        d_mu = values * (z0[:, j] - mu_t[j]).detach() / sigma_t[j].detach() ** 2
+        assert np.allclose(sf.d_mu[:, j], d_mu.numpy(), atol=1e-10)
+        assert gm[j].item() == pytest.approx(((z0[:, j] - mu[j]) / sigma[j] ** 2).sum().item(), rel=1e-10)
+        assert gs[j].item() == pytest.approx(
+            (((z0[:, j] - mu[j]) ** 2 - sigma[j] ** 2) / sigma[j] ** 3).sum().item(), rel=1e-10
+        )
+    d_sigma = values[:, None].numpy() * (eps**2 - 1) / sigma
+    assert np.allclose(sf.d_sigma, d_sigma, atol=1e-10)
+
+
+def test_both_gradient_estimators_are_unbiased():
+    mu, sigma, n = np.array([0.7]), np.array([0.4]), 200_000
+
+    def cube(z):
+        return z[:, 0] ** 3
+
+    exact = (3 * mu**2 + 3 * sigma**2, 6 * mu * sigma)  # E z^3 = mu^3 + 3 mu sigma^2
+    for estimator in (gen.reparam_grad, gen.score_function_grad):
+        est = estimator(cube, mu, sigma, n, rng=1)
+        for samples, target in zip((est.d_mu, est.d_sigma), exact, strict=True):
+            assert abs(samples.mean() - target[0]) < 5 * samples.std() / math.sqrt(n)
+
+
+def test_diag_gauss_kl_equals_gauss_kl_and_torch():
+    mu, var = rng.normal(size=(6, 3)), rng.uniform(0.1, 3, size=(6, 3))
+    ours = gen.diag_gauss_kl(mu, var)
+    assert ours.shape == (6,)
+    for i in range(6):
+        assert ours[i] == pytest.approx(
+            gen.gauss_kl(mu[i], np.diag(var[i]), np.zeros(3), np.eye(3)), abs=1e-12
+        )
+    q = torch.distributions.Normal(torch.tensor(mu), torch.tensor(np.sqrt(var)))
+    p = torch.distributions.Normal(torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64))
+    assert np.allclose(ours, torch.distributions.kl_divergence(q, p).sum(-1).numpy(), atol=1e-12)
+    assert gen.diag_gauss_kl(np.zeros(4), np.ones(4)) == 0
+
+
+def _chain():
+    p_z1 = gen.linear_gaussian(rng.normal(size=(2, 1)), rng.normal(size=2), np.diag([0.4, 0.6]))
+    p_x = gen.linear_gaussian(rng.normal(size=(3, 2)), rng.normal(size=3), 0.3 * np.eye(3))
+    return p_z1, p_x
+
+
+def test_chain_joint_equals_the_covariance_of_the_linear_map():
+    p_z1, p_x = _chain()
+    A, a, B, b = p_z1.weight, p_z1.bias, p_x.weight, p_x.bias
+    L1, L0 = np.linalg.cholesky(p_z1.cov), np.linalg.cholesky(p_x.cov)
+    # (z1, z2, x) = M (z2, e1, e0) + c with standard normal (z2, e1, e0)
+    M = np.zeros((6, 6))
+    M[0:2, 0:1], M[0:2, 1:3] = A, L1
+    M[2, 0] = 1.0
+    M[3:6, 0:1], M[3:6, 1:3], M[3:6, 3:6] = B @ A, B @ L1, L0
+    mean, cov = gen.chain_joint(p_z1, p_x)
+    assert np.allclose(cov, M @ M.T, atol=1e-12)
+    assert np.allclose(mean, np.concatenate([a, [0.0], B @ a + b]), atol=1e-12)
+
+
+def test_hierarchical_log_weights_against_scipy_with_the_same_draws():
+    p_z1, p_x = _chain()
+    x = rng.normal(size=3)
+    q_z1 = gen.linear_gaussian(rng.normal(size=(2, 3)), rng.normal(size=2), np.diag([0.3, 0.5]))
+    q_z2 = gen.linear_gaussian(rng.normal(size=(1, 2)), rng.normal(size=1), [[0.4]])
+    log_w = gen.hierarchical_log_weights(x, p_z1, p_x, q_z1, q_z2, 50, rng=3)
+    draws = np.random.default_rng(3)
+    z1 = q_z1.weight @ x + q_z1.bias + draws.standard_normal((50, 2)) @ np.linalg.cholesky(q_z1.cov).T
+    z2 = z1 @ q_z2.weight.T + q_z2.bias + draws.standard_normal((50, 1)) * math.sqrt(0.4)
+    expected = []
+    for i in range(50):
+        log_p = (
+            stats.norm.logpdf(z2[i, 0])
+            + stats.multivariate_normal(p_z1.weight @ z2[i] + p_z1.bias, p_z1.cov).logpdf(z1[i])
+            + stats.multivariate_normal(p_x.weight @ z1[i] + p_x.bias, p_x.cov).logpdf(x)
+        )
+        log_q = stats.multivariate_normal(q_z1.weight @ x + q_z1.bias, q_z1.cov).logpdf(
+            z1[i]
+        ) + stats.norm.logpdf(z2[i, 0], (q_z2.weight @ z1[i] + q_z2.bias)[0], math.sqrt(0.4))
+        expected.append(log_p - log_q)
+    assert np.allclose(log_w, expected, atol=1e-10)
+
+
+def test_kl_on_grid_and_the_two_gaussian_fits():
+    grid = np.linspace(-15, 15, 3001)
+    log_p = stats.norm.logpdf(grid, 0.5, 1.3)
+    log_q = stats.norm.logpdf(grid, -0.4, 0.8)
+    closed = gen.gauss_kl([0.5], [[1.3**2]], [-0.4], [[0.8**2]])
+    assert gen.kl_on_grid(log_p, log_q, grid) == pytest.approx(closed, abs=1e-8)
+    for direction in ("forward", "reverse"):  # a Gaussian target is recovered exactly in both directions
+        fit = gen.fit_gaussian_kl(log_p, grid, direction, (0.0, 1.0))
+        assert fit.mean == pytest.approx(0.5, abs=1e-5) and fit.std == pytest.approx(1.3, abs=1e-5)
+        assert fit.kl < 1e-9
+    # a skewed target: the forward fit matches its moments, the reverse fit does not
+    gmm = gen.gaussian_mixture([0.3, 0.7], [[-2.0], [1.0]], [[[0.5]], [[1.0]]])
+    log_m = gen.mixture_log_prob(gmm, grid[:, None])
+    fwd = gen.fit_gaussian_kl(log_m, grid, "forward")
+    mean = 0.3 * -2 + 0.7 * 1
+    var = 0.3 * (0.5 + 4) + 0.7 * (1 + 1) - mean**2
+    assert fwd.mean == pytest.approx(mean, abs=1e-5) and fwd.std**2 == pytest.approx(var, abs=1e-5)
+    rev = gen.fit_gaussian_kl(log_m, grid, "reverse", (1.0, 1.0))
+    assert rev.kl < gen.kl_on_grid(stats.norm.logpdf(grid, fwd.mean, fwd.std), log_m, grid)
+
+
+def _binary(n, d):
+    return (rng.random((n, d)) < 0.4).astype(float)
+
+
+def test_vae_elbo_terms_against_scipy_and_torch():
+    torch.manual_seed(0)
+    model = gen.VAE(6, 5, 2)
+    X = _binary(8, 6)
+    x = torch.tensor(X, dtype=torch.float32)
+    eps = torch.randn(8, 2)
+    terms = model.elbo(x, beta=2.5, eps=eps)
+    with torch.no_grad():
+        mu, var = model.encode(x)
+        logits = model.decode(mu + var.sqrt() * eps).double().numpy()
+    rec = stats.bernoulli.logpmf(X, expit(logits)).sum(1)
+    kl = gen.diag_gauss_kl(mu.double().numpy(), var.double().numpy())
+    assert np.allclose(terms.reconstruction.detach().numpy(), rec, atol=1e-4)
+    assert np.allclose(terms.kl.detach().numpy(), kl, atol=1e-5)
+    assert np.allclose(terms.elbo.detach().numpy(), rec - 2.5 * kl, atol=1e-4)
+
+
+def test_train_vae_is_reproducible_learns_and_leaves_torch_alone():
+    X = (np.random.default_rng(0).random((200, 10)) < np.linspace(0.1, 0.9, 10)).astype(float)
+    state = torch.get_rng_state()
+    a = gen.train_vae(X, d_h=8, d_z=2, epochs=15, batch_size=50, lr=1e-2, rng=4, progress=False)
+    assert torch.equal(torch.get_rng_state(), state)
+    b = gen.train_vae(X, d_h=8, d_z=2, epochs=15, batch_size=50, lr=1e-2, rng=4, progress=False)
+    assert a.history == b.history and len(a.history["loss"]) == 16
+    assert a.history["loss"][-1] < a.history["loss"][0] - 0.5  # independent pixels: little to learn
+    warm = gen.train_vae(X, d_h=8, d_z=2, epochs=6, kl_warmup=3, rng=4, progress=False)
+    assert np.allclose(warm.history["beta"], [1 / 3, 1 / 3, 2 / 3, 1, 1, 1, 1])
+
+
+def test_evaluate_vae_and_iwae_bound_against_quadrature():
+    X = (np.random.default_rng(1).random((300, 8)) < np.linspace(0.2, 0.8, 8)).astype(float)
+    model = gen.train_vae(X, d_h=16, d_z=1, epochs=20, batch_size=50, lr=1e-2, rng=0, progress=False).model
+    x_eval = X[:5]
+    terms = gen.evaluate_vae(model, x_eval, samples=4, rng=0)
+    with torch.no_grad():
+        mu, var = model.encode(torch.tensor(x_eval, dtype=torch.float32))
+    assert np.allclose(terms.kl, gen.diag_gauss_kl(mu.double().numpy(), var.double().numpy()), atol=1e-5)
+    # log p(x) by quadrature over the one-dimensional latent
+    z_grid = np.linspace(-8, 8, 4001)
+    with torch.no_grad():
+        probs = (
+            torch.sigmoid(model.decode(torch.tensor(z_grid[:, None], dtype=torch.float32))).double().numpy()
+        )
+    log_px = []
+    for x in x_eval:
+        log_lik = stats.bernoulli.logpmf(x, probs).sum(1) + stats.norm.logpdf(z_grid)
+        peak = log_lik.max()
+        log_px.append(peak + math.log(integrate.trapezoid(np.exp(log_lik - peak), z_grid)))
+    log_px = np.array(log_px)
+    big = np.mean([gen.iwae_bound(model, x_eval, 2000, rng=s) for s in range(3)], axis=0)
+    assert np.all(big <= log_px + 1e-2) and np.allclose(big, log_px, atol=0.02)  # float32 decoder
+    small = np.mean([gen.iwae_bound(model, x_eval, 1, rng=s) for s in range(400)], axis=0)
+    elbo = gen.evaluate_vae(model, x_eval, samples=400, rng=9).elbo
+    assert np.allclose(small, elbo, atol=0.1) and np.all(small < big)
+
+
+def test_bernoulli_elbo_estimate_against_torch():
+    d, k = 7, 3
+    x, W, b = _binary(1, d)[0], rng.normal(size=(d, k)), rng.normal(size=d)
+    mu, var, eps = rng.normal(size=k), rng.uniform(0.2, 2, k), rng.normal(size=k)
+    logits = torch.tensor(W @ (mu + np.sqrt(var) * eps) + b)
+    rec = -torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.tensor(x), reduction="sum")
+    q = torch.distributions.Normal(torch.tensor(mu), torch.tensor(np.sqrt(var)))
+    kl = torch.distributions.kl_divergence(q, torch.distributions.Normal(0.0, 1.0)).sum()
+    assert gen.bernoulli_elbo_estimate(x, mu, var, eps, W, b) == pytest.approx((rec - kl).item(), abs=1e-10)
+
+
+BAD_INPUT = [  # (call, error, message)
+    (lambda: gen.generative_classifier([0, 1], [1]), ValueError, "mu1 must have shape (2,)"),
+    (lambda: gen.ppca_elbo(np.ones(3), np.ones((3, 2)), np.zeros(3), 0.0, np.zeros(2), np.eye(2)), ValueError, "sigma2 must be a finite number"),
+    (lambda: gen.ppca_elbo(np.ones(3), np.ones((3, 2)), np.zeros(3), 1.0, np.zeros(2), -np.eye(2)), ValueError, "S must be positive definite"),
+    (lambda: gen.gauss_condition(np.zeros(3), np.eye(3), [3], [0.0]), ValueError, "observed must be distinct indices"),
+    (lambda: gen.gauss_condition(np.zeros(3), np.eye(3), [0, 0], [0.0, 1.0]), ValueError, "observed must be distinct indices"),
+    (lambda: gen.gauss_condition(np.zeros(3), np.eye(3), [1], [0.0, 1.0]), ValueError, "x_obs must have shape (1,)"),
+    (lambda: gen.reparam_grad(lambda z: z.sum(1), [0.0], [-1.0], 10), ValueError, "sigma must be positive"),
+    (lambda: gen.reparam_grad(lambda z: z, [0.0, 1.0], [1.0, 1.0], 10), ValueError, "f must map a tensor (n, d) to a tensor (n,)"),
+    (lambda: gen.score_function_grad("f", [0.0], [1.0], 10), TypeError, "f must be callable"),
+    (lambda: gen.score_function_grad(lambda z: z.sum(1), [0.0], [1.0], 0), ValueError, "n must be an int in [1, inf)"),
+    (lambda: gen.diag_gauss_kl(np.zeros(3), np.ones(2)), ValueError, "var must have shape (3,)"),
+    (lambda: gen.diag_gauss_kl(np.zeros(2), np.array([1.0, 0.0])), ValueError, "var must hold positive variances"),
+    (lambda: gen.linear_gaussian(np.ones((2, 1)), np.ones(3), np.eye(2)), ValueError, "bias must have shape (2,)"),
+    (lambda: gen.hierarchical_log_weights(np.ones(3), *_chain(), "q", "q", 5), TypeError, "q_z1 must be a LinearGaussian"),
+    (lambda: gen.hierarchical_log_weights(np.ones(3), *_chain(), *_chain(), 5), ValueError, "the shapes do not chain"),
+    (lambda: gen.kl_on_grid(np.zeros(3), np.zeros(3), [0.0, 2.0, 1.0]), ValueError, "grid must be increasing"),
+    (lambda: gen.fit_gaussian_kl(np.zeros(5), np.arange(5.0), "both"), ValueError, "direction must be one of"),
+    (lambda: gen.fit_gaussian_kl(np.zeros(5), np.arange(5.0), start=(0.0, -1.0)), ValueError, "start must be (mean, standard deviation > 0)"),
+    (lambda: gen.VAE(0, 4, 2), ValueError, "d_in must be an int in [1, inf)"),
+    (lambda: gen.VAE(4, 4, 2).elbo(torch.ones(3, 5)), ValueError, "x must be a tensor (n, 4)"),
+    (lambda: gen.VAE(4, 4, 2).elbo(torch.ones(3, 4), eps=torch.ones(3, 1)), ValueError, "eps must have shape (3, 2)"),
+    (lambda: gen.VAE(4, 4, 2).elbo(torch.ones(3, 4), beta=-1.0), ValueError, "beta must be a finite number in [0, inf)"),
+    (lambda: gen.train_vae(np.full((5, 3), 0.5), epochs=1), ValueError, "X must hold binary pixels"),
+    (lambda: gen.train_vae(np.ones((5, 3)), kl_warmup=-1), ValueError, "kl_warmup must be an int in [0, inf)"),
+    (lambda: gen.evaluate_vae("model", np.ones((2, 4))), TypeError, "model must be a VAE"),
+    (lambda: gen.iwae_bound(gen.VAE(4, 4, 2), np.ones((2, 4)), 0), ValueError, "K must be an int in [1, inf)"),
+    (lambda: gen.iwae_bound(gen.VAE(4, 4, 2), np.ones((2, 3)), 5), ValueError, "X must have shape (any, 4)"),
+    (lambda: gen.bernoulli_elbo_estimate(np.ones(3), np.zeros(2), np.ones(2), np.zeros(2), np.ones((3, 1)), np.zeros(3)), ValueError, "W must have shape (any, 2)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
+def test_bad_input_gets_a_clear_error(call, error, message):
+    with pytest.raises(error) as info:
+        call()
+    assert message in str(info.value)
