@@ -245,16 +245,33 @@ def ddim_sample(
     steps = schedule.T if steps is None else check_int(steps, "steps", 1, schedule.T)
     eta = check_number(eta, "eta", 0, 1)
     rng = check_rng(rng)
-    a_bar = schedule.alpha_bar
     taus = np.unique(np.round(np.linspace(0, schedule.T, steps + 1)).astype(int))[::-1]  # T, ..., 0
     for t, s in zip(taus[:-1], taus[1:], strict=True):
         eps = _check_eps_fn(eps_fn, x, int(t))
-        x0_hat = (x - math.sqrt(1 - a_bar[t]) * eps) / math.sqrt(a_bar[t])
-        sigma = eta * math.sqrt((1 - a_bar[s]) / (1 - a_bar[t]) * (1 - a_bar[t] / a_bar[s]))
-        x = math.sqrt(a_bar[s]) * x0_hat + math.sqrt(max(1 - a_bar[s] - sigma**2, 0.0)) * eps
-        if s > 0:
-            x = x + sigma * rng.standard_normal(x.shape)
+        z = rng.standard_normal(x.shape) if s > 0 else None
+        x = ddim_step(x, eps, int(t), int(s), schedule, eta, z)
     return x
+
+
+def ddim_step(x_t, eps, t: int, s: int, schedule: Schedule, eta: float = 0.0, z=None) -> np.ndarray:
+    """One DDIM step (10.42) from step t to an earlier step s < t:
+    :math:`\\hat x_0 = (x_t - \\sqrt{1-\\bar\\alpha_t}\\varepsilon_\\theta)/\\sqrt{\\bar\\alpha_t}`,
+    :math:`x_s = \\sqrt{\\bar\\alpha_s}\\hat x_0 + \\sqrt{1-\\bar\\alpha_s-\\sigma^2}\\,\\varepsilon_\\theta + \\sigma z`,
+    :math:`\\sigma = \\eta\\sqrt{\\frac{1-\\bar\\alpha_s}{1-\\bar\\alpha_t}}\\sqrt{1-\\frac{\\bar\\alpha_t}{\\bar\\alpha_s}}`.
+    x_t, eps and z (n, d); z = None means no noise (η = 0, or the last step)."""
+    schedule = _check_schedule(schedule)
+    t = check_int(t, "t", 1, schedule.T)
+    s = check_int(s, "s", 0, t - 1)
+    eta = check_number(eta, "eta", 0, 1)
+    x_t = check_array(x_t, "x_t", (None, None))
+    eps = check_array(eps, "eps", x_t.shape)
+    a_t, a_s = schedule.alpha_bar[t], schedule.alpha_bar[s]
+    x0_hat = (x_t - math.sqrt(1 - a_t) * eps) / math.sqrt(a_t)
+    sigma = eta * math.sqrt((1 - a_s) / (1 - a_t) * (1 - a_t / a_s))
+    x_s = math.sqrt(a_s) * x0_hat + math.sqrt(max(1 - a_s - sigma**2, 0.0)) * eps
+    if z is not None:
+        x_s = x_s + sigma * check_array(z, "z", x_t.shape)
+    return x_s
 
 
 # ----------------------------------------------------------------------------- 10.1 linear latent-variable models: PCA, factor analysis, PPCA
@@ -1942,27 +1959,6 @@ def cfg(eps_c, eps_u, w: float) -> np.ndarray:
     eps_u = check_array(eps_u, "eps_u", eps_c.shape)
     w = check_number(w, "w", 0)
     return (1 + w) * eps_c - w * eps_u
-
-
-def ddim_step(x_t, eps, t: int, s: int, schedule: Schedule, eta: float = 0.0, z=None) -> np.ndarray:
-    """One DDIM step (10.42) from step t to an earlier step s < t:
-    :math:`\\hat x_0 = (x_t - \\sqrt{1-\\bar\\alpha_t}\\varepsilon_\\theta)/\\sqrt{\\bar\\alpha_t}`,
-    :math:`x_s = \\sqrt{\\bar\\alpha_s}\\hat x_0 + \\sqrt{1-\\bar\\alpha_s-\\sigma^2}\\,\\varepsilon_\\theta + \\sigma z`,
-    :math:`\\sigma = \\eta\\sqrt{\\frac{1-\\bar\\alpha_s}{1-\\bar\\alpha_t}}\\sqrt{1-\\frac{\\bar\\alpha_t}{\\bar\\alpha_s}}`.
-    x_t, eps and z (n, d); z = None means no noise (η = 0, or the last step)."""
-    schedule = _check_schedule(schedule)
-    t = check_int(t, "t", 1, schedule.T)
-    s = check_int(s, "s", 0, t - 1)
-    eta = check_number(eta, "eta", 0, 1)
-    x_t = check_array(x_t, "x_t", (None, None))
-    eps = check_array(eps, "eps", x_t.shape)
-    a_t, a_s = schedule.alpha_bar[t], schedule.alpha_bar[s]
-    x0_hat = (x_t - math.sqrt(1 - a_t) * eps) / math.sqrt(a_t)
-    sigma = eta * math.sqrt((1 - a_s) / (1 - a_t) * (1 - a_t / a_s))
-    x_s = math.sqrt(a_s) * x0_hat + math.sqrt(max(1 - a_s - sigma**2, 0.0)) * eps
-    if z is not None:
-        x_s = x_s + sigma * check_array(z, "z", x_t.shape)
-    return x_s
 
 
 def dsm_loss(score, x_t, eps, t: int, schedule: Schedule) -> np.ndarray:
