@@ -970,7 +970,24 @@ def _normal_draws(n: int, d: int, rng, like: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(z, dtype=like.dtype, device=like.device)
 
 
-class MAF(nn.Module):
+class _Flow(nn.Module):
+    """What every flow of this chapter shares: ``forward(x) -> (z, log|det dz/dx|)``, ``inverse(z)`` and d.
+    The density :math:`\\log p(x) = \\log\\mathcal N(z; 0, I) + \\log|\\det\\partial z/\\partial x|` and sampling
+    by the inverse from :math:`z\\sim\\mathcal N(0, I)` follow from them."""
+
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """:math:`\\log p(x)` (n,) for x (n, d)."""
+        z, log_det = self(x)
+        return _standard_normal_log_prob(z) + log_det
+
+    @torch.no_grad()
+    def sample(self, n: int, rng=None) -> np.ndarray:
+        """n samples (n, d): z drawn from `rng`, mapped by the inverse."""
+        like = next(self.parameters())
+        return to_numpy(self.inverse(_normal_draws(n, self.d, rng, like)))
+
+
+class MAF(_Flow):
     """A masked autoregressive flow layer: :math:`x_i = z_i e^{\\alpha_i} + \\mu_i` with
     :math:`(\\mu_i, \\alpha_i) = f(x_{<i})` from a MADE. The density pass :math:`z = (x-\\mu(x))\\odot
     e^{-\\alpha(x)}` is one network call, :math:`\\log|\\det\\partial z/\\partial x| = -\\sum_i\\alpha_i`;
@@ -995,17 +1012,6 @@ class MAF(nn.Module):
             mu, alpha = self.made(x).unbind(1)
             x = z * torch.exp(alpha) + mu
         return x
-
-    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
-        """:math:`\\log p(x) = \\log\\mathcal N(z; 0, I) + \\log|\\det\\partial z/\\partial x|`, (n,)."""
-        z, log_det = self(x)
-        return _standard_normal_log_prob(z) + log_det
-
-    @torch.no_grad()
-    def sample(self, n: int, rng=None) -> np.ndarray:
-        """n samples (n, d), drawn with z from `rng` and d sequential passes."""
-        like = next(self.parameters())
-        return to_numpy(self.inverse(_normal_draws(n, self.d, rng, like)))
 
 
 def _check_halves(x, name: str) -> tuple[np.ndarray, int]:
@@ -1078,7 +1084,7 @@ class AffineCoupling(nn.Module):
         return self.b * y + (1 - self.b) * (y - t) * torch.exp(-s)
 
 
-class RealNVP(nn.Module):
+class RealNVP(_Flow):
     """A stack of `n_layers` affine couplings with alternating masks, read in the normalising direction
     :math:`z = T^{-1}(x)`: :math:`\\log p(x) = \\log\\mathcal N(T^{-1}(x); 0, I) + \\sum_\\ell \\log|\\det J_\\ell|`;
     sampling runs the inverses backwards from :math:`z\\sim\\mathcal N(0, I)` (Dinh et al., 2017) (10.3)."""
@@ -1105,17 +1111,6 @@ class RealNVP(nn.Module):
         for layer in reversed(self.layers[:upto]):
             z = layer.inverse(z)
         return z
-
-    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
-        """:math:`\\log p(x)` (n,) for x (n, d)."""
-        z, log_det = self(x)
-        return _standard_normal_log_prob(z) + log_det
-
-    @torch.no_grad()
-    def sample(self, n: int, rng=None) -> np.ndarray:
-        """n samples (n, d) with z drawn from `rng`."""
-        like = next(self.parameters())
-        return to_numpy(self.inverse(_normal_draws(n, self.d, rng, like)))
 
 
 class DensityFit(NamedTuple):
