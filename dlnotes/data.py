@@ -63,21 +63,25 @@ class Split(NamedTuple):
 
 def load_digits_split(test_size: float = 0.25, rng=None, scaling: str = "pixel") -> Split:
     """Digits as flat vectors (s, 64), split into stratified train/test sets (drawn from `rng`) and
-    standardised with statistics of the training set only.
+    standardised with statistics of the training set only (or scaled to [0, 1]).
 
     ``scaling="pixel"`` standardises every pixel on its own (pixels constant in training stay unscaled): right
     for models that treat the 64 inputs as unrelated features. ``scaling="global"`` subtracts one mean and
     divides by one standard deviation over all training pixels: it keeps the image's contrast between
     pixels, which is what a convolution sees (per-pixel scaling inflates the rarely inked border pixels).
+    ``scaling="unit"`` divides the grey levels 0..16 by 16: pixels in [0, 1], the box in which an attack's
+    budget is measured (chapter 11).
     """
     test_size = check_number(test_size, "test_size", 0, 1, low_open=True, high_open=True)
-    scaling = check_choice(scaling, "scaling", ("pixel", "global"))
+    scaling = check_choice(scaling, "scaling", ("pixel", "global", "unit"))
     images, labels = load_digits()
     X = images.reshape(len(images), -1)
     X_train, X_test, y_train, y_test = sklearn.model_selection.train_test_split(
         X, labels, test_size=test_size, stratify=labels, random_state=int(check_rng(rng).integers(2**31))
     )
-    if scaling == "global":
+    if scaling == "unit":
+        mean, std = 0.0, 16.0
+    elif scaling == "global":
         mean, std = X_train.mean(), X_train.std()
     else:
         mean, std = X_train.mean(axis=0), X_train.std(axis=0)

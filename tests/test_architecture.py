@@ -31,6 +31,7 @@ CHAPTERS = {
     "tricks",
     "theory",
     "generative",
+    "ethics",
 }
 MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
 

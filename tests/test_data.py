@@ -42,6 +42,15 @@ def test_digits_split_global_scaling_keeps_the_contrast_between_pixels():
     assert len(np.unique(pixelwise.X_train.round(10))) > 17  # per-pixel scaling does not keep them
 
 
+def test_digits_split_unit_scaling_is_the_grey_level_over_16():
+    unit, pixelwise = load_digits_split(rng=0, scaling="unit"), load_digits_split(rng=0)
+    images, _ = load_digits()
+    assert np.array_equal(unit.y_test, pixelwise.y_test)  # the same split
+    levels = np.unique(np.concatenate([unit.X_train, unit.X_test]))
+    assert np.array_equal(levels, np.arange(17) / 16)  # all 17 grey levels, 0 and 1 included
+    assert np.isclose(np.concatenate([unit.X_train, unit.X_test]).sum(), images.sum() / 16)
+
+
 def test_diabetes():
     X, y, names = load_diabetes()
     assert X.shape == (442, 10) and y.shape == (442,) and len(names) == 10 and "bmi" in names

@@ -39,6 +39,7 @@ CHAPTER_MODULES = {
     "tricks",
     "theory",
     "generative",
+    "ethics",
 }
 
 
