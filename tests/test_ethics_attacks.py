@@ -21,15 +21,6 @@ def logits_of(model, X):
     return model(torch.tensor(X)).detach().numpy()
 
 
-def binary_linear_model(w, b):
-    """A two-class softmax model whose logit difference f_1 - f_0 is w·x + b, in float64."""
-    layer = torch.nn.Linear(len(w), 2).double()
-    with torch.no_grad():
-        layer.weight[:] = torch.tensor(np.stack([np.zeros_like(w), w]))
-        layer.bias[:] = torch.tensor([0.0, b])
-    return torch.nn.Sequential(layer)
-
-
 def test_class_probabilities_and_example_losses_match_scipy():
     model, X, y = small_mlp(0), rng.uniform(size=(7, 6)), rng.integers(0, 3, size=7)
     logits = logits_of(model, X)
@@ -86,7 +77,7 @@ def test_accuracy_curve_matches_the_linear_closed_form():
     # for a binary linear model FGSM (no box) is the exact l_inf worst case: a point stays correct under budget eps
     # iff its margin y(w.x + b) exceeds eps ||w||_1 (section 11.2)
     w, b, X, y = linear_pair()
-    model = binary_linear_model(w, b)
+    model = eth.linear_two_class(w, b)
     eps_grid = np.array([0.0, 0.05, 0.1, 0.3])
     margins = (2 * y - 1) * (X @ w + b)
     expected = [(margins > eps * np.abs(w).sum()).mean() for eps in eps_grid]
@@ -102,7 +93,7 @@ def test_accuracy_curve_matches_the_linear_closed_form():
 def test_transfer_matrix_matches_the_linear_closed_form():
     w, b, X, y = linear_pair()
     weights = [w, w + 0.5 * rng.normal(size=5), rng.normal(size=5)]
-    models = [binary_linear_model(v, b) for v in weights]
+    models = [eth.linear_two_class(v, b) for v in weights]
     eps, y_pm = 0.2, 2 * y - 1
     matrix = eth.transfer_matrix(models, X, y, lambda m, X, y: fgsm_unclipped(m, X, y, eps))
     for s, w_s in enumerate(weights):

@@ -17,15 +17,6 @@ from dlnotes.training import to_numpy
 rng = np.random.default_rng(115)
 
 
-def _linear_binary(w, b):
-    """A two-logit float64 model whose logit difference is w^T x + b (class 1 where it is positive)."""
-    model = eth.mlp(hidden=(), d=len(w), K=2, dtype=torch.float64)
-    with torch.no_grad():
-        model[0].weight.copy_(torch.tensor(np.stack([np.zeros_like(w), w])))
-        model[0].bias.copy_(torch.tensor([0.0, b]))
-    return model
-
-
 def _random_mlp(activation=torch.nn.ReLU, d=6, K=4, seed=0):
     torch.manual_seed(seed)
     return torch.nn.Sequential(
@@ -36,12 +27,14 @@ def _random_mlp(activation=torch.nn.ReLU, d=6, K=4, seed=0):
 def test_noise_counts_follow_the_exact_probability_of_a_linear_classifier():
     w, b, sigma, n = rng.normal(size=5), 0.3, 0.7, 20_000
     X = rng.normal(size=(6, 5)) * 0.5
-    counts = eth.noise_counts(_linear_binary(w, b), X, sigma, n, rng=1)
+    counts = eth.noise_counts(eth.linear_two_class(w, b), X, sigma, n, rng=1)
     assert counts.shape == (6, 2) and np.all(counts.sum(axis=1) == n)
     p1 = norm.cdf((X @ w + b) / (sigma * np.linalg.norm(w)))  # P(w^T (x + xi) + b > 0)
     z = (counts[:, 1] / n - p1) / np.sqrt(p1 * (1 - p1) / n)
     assert np.abs(z).max() < 4.5
-    assert np.array_equal(counts, eth.noise_counts(_linear_binary(w, b), X, sigma, n, rng=1))  # same seed
+    assert np.array_equal(
+        counts, eth.noise_counts(eth.linear_two_class(w, b), X, sigma, n, rng=1)
+    )  # same seed
 
 
 def test_smoothed_predict_with_tiny_noise_is_the_base_prediction():
@@ -80,14 +73,14 @@ def test_certify_is_sound_and_nearly_tight_for_a_linear_classifier():
     w, b, sigma = rng.normal(size=8), 0.1, 0.5
     X = rng.normal(size=(30, 8)) * 0.4
     score = X @ w + b
-    cert = eth.certify(_linear_binary(w, b), X, sigma, n=10_000, alpha=1e-3, rng=3)
+    cert = eth.certify(eth.linear_two_class(w, b), X, sigma, n=10_000, alpha=1e-3, rng=3)
     exact = np.abs(score) / np.linalg.norm(w)  # the distance to the boundary
     answered = cert.label != eth.ABSTAIN
     assert np.all(cert.label[answered] == (score[answered] > 0))
     assert np.all(cert.radius <= exact) and np.all(cert.radius[~answered] == 0)
     far = exact > 0.3 * sigma * np.linalg.norm(w)
     assert np.all(cert.radius[far] > 0.6 * exact[far])
-    on_boundary = eth.certify(_linear_binary(w, 0.0), np.zeros((1, 8)), sigma, n=2000, rng=0)
+    on_boundary = eth.certify(eth.linear_two_class(w, 0.0), np.zeros((1, 8)), sigma, n=2000, rng=0)
     assert on_boundary.label[0] == eth.ABSTAIN  # p_A = 1/2: no certificate
 
 

@@ -56,15 +56,6 @@ def test_mlp_shapes_and_training_learns_digits():
     assert np.array_equal(eth.predict(model, X_test), model(torch.tensor(X_test).float()).argmax(1).numpy())
 
 
-def binary_linear_model(w, b):
-    """A two-class softmax model whose logit difference f_1 - f_0 is w·x + b, in float64."""
-    model = torch.nn.Linear(len(w), 2).double()
-    with torch.no_grad():
-        model.weight[:] = torch.tensor(np.stack([np.zeros_like(w), w]))
-        model.bias[:] = torch.tensor([0.0, b])
-    return torch.nn.Sequential(model)
-
-
 def cross_entropy(model, X, y):
     logits = model(torch.tensor(X, dtype=next(model.parameters()).dtype))
     return torch.nn.functional.cross_entropy(logits, torch.tensor(y), reduction="none").detach().numpy()
@@ -75,7 +66,7 @@ def test_fgsm_and_pgd_reach_the_linear_worst_case():
     # and the l2 worst case is x - eps y± w / |w| (y± = +1 for class 1, -1 for class 0)
     d, eps = 6, 0.2
     w, b = rng.normal(size=d), 0.3
-    model = binary_linear_model(w, b)
+    model = eth.linear_two_class(w, b)  # logits (0, w·x + b), float64
     X, y = rng.uniform(size=(8, d)), rng.integers(0, 2, size=8)
     y_pm = 2 * y - 1
     worst_inf = X - eps * y_pm[:, None] * np.sign(w)

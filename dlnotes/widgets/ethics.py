@@ -41,6 +41,19 @@ from ..ethics import (
 from ..validation import check_rng
 from .core import interactive_figure, widget
 
+
+def _digits_classifier(split, hidden=(64, 64), epochs: int = 30, attack=None, rng=0) -> torch.nn.Module:
+    """A classifier of the digits `split` for a widget: `mlp(hidden)` initialised from torch seed 0 without
+    touching the notebook's torch generator, trained by `train_classifier` without a progress bar."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = mlp(hidden)
+    train_classifier(
+        model, split.X_train, split.y_train, epochs=epochs, attack=attack, rng=rng, progress=False
+    )
+    return model
+
+
 # ----------------------------------------------------------------------------- 11.1 threat model and norms
 
 
@@ -119,10 +132,7 @@ def _explorer_model() -> tuple[torch.nn.Module, list[str], np.ndarray, np.ndarra
     """The chapter's MLP trained for 30 epochs (about 1 s, once per session) and three test digits it
     classifies correctly, with their labels as the dropdown shows them."""
     split = load_digits_split(rng=0, scaling="unit")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = mlp()
-        train_classifier(model, split.X_train, split.y_train, epochs=30, rng=0, progress=False)
+    model = _digits_classifier(split, epochs=30)
     correct = predict(model, split.X_test) == split.y_test
     chosen = [int(np.flatnonzero(correct & (split.y_test == k))[0]) for k in (3, 5, 8)]
     labels = [f"a {split.y_test[i]} (test digit {i})" for i in chosen]
@@ -280,17 +290,8 @@ def _smoothing_sweep() -> tuple[np.ndarray, dict]:
     session)."""
     split = load_digits_split(rng=0, scaling="unit")
     rng = check_rng(0)
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        model = mlp(hidden=())
-    train_classifier(
-        model,
-        split.X_train,
-        split.y_train,
-        epochs=20,
-        attack=lambda net, X, y: add_noise(X, rng.uniform(0.0, 1.0), rng),
-        rng=rng,
-        progress=False,
+    model = _digits_classifier(
+        split, (), epochs=20, attack=lambda net, X, y: add_noise(X, rng.uniform(0.0, 1.0), rng), rng=rng
     )
     X, y = split.X_test[:100], split.y_test[:100]
     radii = np.linspace(0.0, 2.5, 101)
@@ -354,12 +355,7 @@ def profile_explorer() -> widgets.VBox:
     |saliency| of the predicted class, 11.18) is set to t while every other pixel stays fixed; the profile
     t -> p_k(x with x_j = t) of the class probabilities and the prediction at t."""
     split = load_digits_split(rng=0, scaling="unit")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = mlp()
-    train_classifier(
-        model, split.X_train, split.y_train, epochs=20, rng=0, progress=False
-    )  # test accuracy 0.95
+    model = _digits_classifier(split, epochs=20)  # test accuracy 0.95
     first = [int(np.flatnonzero(split.y_test == c)[0]) for c in (0, 3, 4, 7, 9)]
     digits = {f"test digit {i} (a {split.y_test[i]})": split.X_test[i] for i in first}
     grid = np.linspace(0, 1, 101)
