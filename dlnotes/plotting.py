@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+import math
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import networkx as nx
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
 from PIL import Image
 
@@ -47,15 +49,31 @@ def figure_png(fig: mpl.figure.Figure) -> bytes:
 
 def compact_png(fig: mpl.figure.Figure) -> bytes:
     """Render a figure to a PNG with a palette of 256 colours: a third of the bytes of `figure_png`, and
-    indistinguishable for line plots and heat maps (the frames of the website's widgets)."""
-    return palette_png(figure_png(fig))
+    indistinguishable for line plots and heat maps (the frames of the website's widgets).
+
+    The figure is drawn once and its pixels cropped to the tight bounding box (what ``savefig`` with
+    ``bbox_inches="tight"`` shows, without its second drawing and a PNG encoded only to be decoded again);
+    drawing the same figure again after changing its artists reuses its cached text layout."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    box = fig.get_tightbbox(canvas.get_renderer()).padded(mpl.rcParams["savefig.pad_inches"])
+    width, height = fig.get_size_inches()
+    if box.x0 < 0 or box.y0 < 0 or box.x1 > width or box.y1 > height:
+        return palette_png(figure_png(fig))  # something drawn outside the figure: savefig enlarges the canvas
+    pixels = Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB")
+    left, bottom, right, top = np.array(box.extents) * fig.dpi  # from the lower left corner, in pixels
+    rows = pixels.size[1]
+    return _palette(pixels.crop((int(left), int(rows - top), math.ceil(right), math.ceil(rows - bottom))))
 
 
 def palette_png(png: bytes) -> bytes:
     """The PNG image `png` with its colours reduced to a palette of 256 (fast octree quantisation)."""
-    image = Image.open(io.BytesIO(png)).convert("RGB").quantize(256, method=Image.Quantize.FASTOCTREE)
+    return _palette(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def _palette(image: Image.Image) -> bytes:
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG", optimize=True)
+    image.quantize(256, method=Image.Quantize.FASTOCTREE).save(buffer, format="PNG", optimize=True)
     return buffer.getvalue()
 
 

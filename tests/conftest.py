@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 
 
+sys.path.insert(0, str(ROOT / "scripts"))  # where the scripts find each other, as when they run
+
+
 def load_script(name):
     """A module of scripts/ (they are not a package)."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")

@@ -12,10 +12,8 @@ from test_hygiene import NOTEBOOKS, toc_files
 sys.path.insert(0, str(ROOT / "_ext"))
 from dlnotes_site import concept_checks, concept_names  # noqa: E402
 
-NOTEBOOK_BUDGET_SECONDS = 60
 FRAMES_PER_WIDGET = 40
 FRAMES_BYTES_PER_PAGE = 3_000_000  # as the page carries them: base64 in the widget state
-FRAMES_BUILD_GROWTH = 0.25
 
 
 def test_every_page_of_the_toc_is_built(book):
@@ -23,38 +21,27 @@ def test_every_page_of_the_toc_is_built(book):
         assert (HTML / f"{entry}.html").exists(), f"{entry}.html is missing"
 
 
-def test_every_notebook_ran_within_its_budget(book):
-    """Each notebook's time, as the build measured it (two at a time). The whole build's time depends on the
-    machine as much as on the book: the build prints it against its target (build_book.TARGET_SECONDS), and CI's
-    30 minutes bound it (scripts/test_all.py)."""
-    info = json.loads(build_book.INFO.read_text())
+def test_every_notebook_was_executed(book):
+    """How long each took is the benchmark's business (scripts/benchmark.py), not a test's: a busy machine must
+    not fail the build. A notebook that runs away is stopped by the execution timeout and fails the build."""
     docnames = {str(path.relative_to(ROOT).with_suffix("")) for path in NOTEBOOKS}
-    assert set(info["notebooks"]) == docnames, "a notebook was not executed"
-    slow = {name: s for name, s in info["notebooks"].items() if s > NOTEBOOK_BUDGET_SECONDS}
-    assert not slow, f"notebooks over the {NOTEBOOK_BUDGET_SECONDS} s budget: {slow}"
+    assert set(json.loads(build_book.INFO.read_text())["notebooks"]) == docnames, (
+        "a notebook was not executed"
+    )
 
 
-def test_the_precomputed_widgets_keep_within_their_budgets(book, capsys):
-    info = json.loads(build_book.INFO.read_text())
+def test_the_precomputed_widgets_keep_within_their_frames_and_page_weight(book):
+    """The frames' count and bytes are properties of the book; their seconds are in the benchmark."""
     rows = [line.split("\t") for line in build_book.FRAMES_LOG.read_text().splitlines()]
-    weight, seconds = defaultdict(float), sum(float(row[4]) for row in rows)
+    weight = defaultdict(float)
     for page, _, _, size, _ in rows:
         weight[page] += 4 / 3 * int(size)
-    extra = seconds / info["jobs"]  # the frames' work, shared by the build's parallel jobs
-    growth = extra / (info["seconds"] - extra)
-    with capsys.disabled():
-        print("\n\nprecomputed widgets: page, widget, frames, MB on the page, seconds")
-        for page, widget, frames, size, time in rows:
-            print(f"  {page:50s} {widget:26s} {frames:>3s} {4 / 3 * int(size) / 1e6:5.2f} {float(time):5.1f}")
-        print(
-            f"  heaviest page {max(weight.values()) / 1e6:.2f} MB; the build grew by {growth:.0%} ({extra:.0f} s)"
-        )
+    executed = json.loads(build_book.INFO.read_text())["notebooks"]
     assert {page for page, *_ in rows} == {
-        p for p in info["notebooks"] if "dlnotes.widgets" in (ROOT / f"{p}.ipynb").read_text()
+        p for p in executed if "dlnotes.widgets" in (ROOT / f"{p}.ipynb").read_text()
     }
     assert max(int(row[2]) for row in rows) <= FRAMES_PER_WIDGET
-    assert max(weight.values()) <= FRAMES_BYTES_PER_PAGE
-    assert growth <= FRAMES_BUILD_GROWTH
+    assert max(weight.values()) <= FRAMES_BYTES_PER_PAGE, f"heaviest page {max(weight.values()) / 1e6:.2f} MB"
 
 
 def test_every_check_in_the_notebooks_ran_and_every_concept_was_checked(book):
