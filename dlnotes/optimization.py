@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .training import to_numpy
+from .training import Step, to_numpy
 from .validation import (
     check_array,
     check_callable,
@@ -37,11 +37,6 @@ from .validation import (
 def _rate(value, name: str) -> float:
     """A momentum or decay rate in [0, 1)."""
     return check_number(value, name, 0, 1, high_open=True)
-
-
-class Step(NamedTuple):
-    theta: np.ndarray  # the new parameters
-    state: dict  # what the method remembers for the next step
 
 
 def _step_arguments(theta, g, eta) -> tuple[np.ndarray, np.ndarray, float]:

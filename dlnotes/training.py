@@ -1,24 +1,39 @@
-"""Reproducibility, threads and devices, and one small explicit training loop with a progress bar.
+"""Reproducibility, threads and devices, and the book's one training loop with a progress bar.
 
-``fit`` is the textbook loop, written out: for each batch, forward, loss, ``zero_grad``, backward,
-(clip), ``step``. A batch from a loader made by `make_loader` is ``(X, y)``, or ``(X,)`` for data without
-targets, in which case the loss compares the model's output with its input (autoencoders).
+`train_steps` is the loop every model of the book is trained by, written out: for each batch, (transform it),
+loss, ``zero_grad``, backward, (clip), ``step``, (schedule). What differs between models is an argument: the
+loss of a batch, the batches, the optimizer and its schedule, a per-batch transform (augmentation, an
+adversary, noise). `fit` runs it for epochs over a loader with a loss of (output, target), the form of chapter 02:
+a batch from a loader made by `make_loader` is ``(X, y)``, or ``(X,)`` for data without targets, in which case
+the loss compares the model's output with its input (autoencoders).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import threadpoolctl
 import torch
-from tqdm.auto import tqdm
+from IPython.display import display
+from tqdm.auto import tqdm as auto_tqdm
+from tqdm.notebook import tqdm as notebook_tqdm
 
-from .validation import PACKAGE_RNG, check_int, check_positive, check_rng
+from .validation import PACKAGE_RNG, check_callable, check_int, check_positive, check_rng
 
 SEED_VARIABLE, THREADS_VARIABLE = "DLNOTES_SEED", "DLNOTES_THREADS"
+
+
+class Step(NamedTuple):
+    """What every from-scratch optimizer step returns, ``step(theta, g, state, **hyper) -> Step(theta, state)``
+    (chapter 03's methods, chapter 08's weight decay), so that `optimization.run_optimizer` drives them all."""
+
+    theta: np.ndarray  # the new parameters
+    state: dict  # what the method remembers for the next step
 
 
 def seed_everything(seed: int | None = None) -> int:
@@ -123,39 +138,110 @@ def accuracy(logits: torch.Tensor, y: torch.Tensor) -> float:
     return (logits.argmax(dim=1) == y).float().mean().item()
 
 
-def _inputs_targets(batch, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    X = batch[0].to(dev)
-    return X, (batch[1].to(dev) if len(batch) > 1 else X)
-
-
 def model_device(model: torch.nn.Module) -> torch.device:
     """The device of the model's parameters (the CPU for a model without any)."""
     parameter = next(model.parameters(), None)
     return parameter.device if parameter is not None else torch.device("cpu")
 
 
-@torch.no_grad()
-def evaluate(model: torch.nn.Module, loader, metrics: dict[str, Callable] | None = None) -> dict[str, float]:
-    """Each metric ``f(output, target) -> float`` averaged over the examples of `loader` (model in eval mode).
+class _NotebookBar(notebook_tqdm):
+    """tqdm's notebook widget whose saved text is the finished bar: the text a notebook keeps beside a widget
+    (what GitHub's preview and plain nbconvert show) is otherwise the bar's first state, "0%| 0/300"."""
 
-    ``evaluate(model, loader, {"accuracy": accuracy, "loss": loss_fn})``; metrics that are means over a batch
-    (accuracy, mean losses) are weighted by the batch size, so the result is the mean over all examples.
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, display=False, **kwargs)
+        self._shown = None if self.disable else display(self.container, display_id=True)
+
+    def close(self):
+        super().close()
+        if self._shown is not None:
+            self._shown.update(self.container)  # the same widget, with the text of its last state
+            self._shown = None
+
+
+def progress_bar(iterable=None, *, total: int | None = None, desc: str = "", enabled: bool = True):
+    """A progress bar over `iterable` (a widget in a notebook, a line of text elsewhere) that stays when it
+    finishes: every place a notebook is read shows where training ended. ``enabled=False`` shows none."""
+    bar = _NotebookBar if issubclass(auto_tqdm, notebook_tqdm) else auto_tqdm
+    return bar(iterable, total=total, desc=desc, disable=not enabled, leave=True)
+
+
+def _to(batch, dev: torch.device):
+    """A batch (a tensor, or a tuple or list of tensors and other things) on the device `dev`."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(dev)
+    if isinstance(batch, tuple | list):
+        return type(batch)(_to(item, dev) for item in batch)
+    return batch
+
+
+def _inputs_targets(batch) -> tuple[torch.Tensor, torch.Tensor]:
+    return batch[0], (batch[1] if len(batch) > 1 else batch[0])
+
+
+def train_steps(
+    model: torch.nn.Module,
+    loss: Callable,
+    optimizer: torch.optim.Optimizer,
+    batches,
+    steps: int | None = None,
+    *,
+    transform: Callable | None = None,
+    scheduler=None,
+    clip_grad_norm: float | None = None,
+    progress: bool = True,
+    desc: str = "steps",
+) -> np.ndarray:
+    """The book's training loop: one optimizer step per batch of `batches` (at most `steps` of them); return the
+    loss of every step.
+
+    A step moves the batch to the model's device, replaces it by ``transform(model, batch)`` if given (with the
+    model in eval mode: an adversary attacks the model as it is evaluated; augmentation, noise), computes
+    ``loss(model, batch)`` (a scalar tensor) with the model in training mode, then ``zero_grad``, backward,
+    clips the gradient to norm `clip_grad_norm` if given, ``step``, and ``scheduler.step()`` if a schedule is
+    given. `batches` is any iterable: a loader, a list, a generator that draws a random batch per step (then
+    give `steps`). The model is left in the mode it came in.
     """
-    if not metrics:
-        raise ValueError('metrics must name at least one function, e.g. {"accuracy": accuracy}')
-    model.eval()
-    dev = model_device(model)
-    sums, total = dict.fromkeys(metrics, 0.0), 0
-    for batch in loader:
-        X, target = _inputs_targets(batch, dev)
-        output = model(X)
-        for name, metric in metrics.items():
-            value = metric(output, target)
-            sums[name] += (value.item() if isinstance(value, torch.Tensor) else float(value)) * len(X)
-        total += len(X)
-    if total == 0:
-        raise ValueError("loader must yield at least one example, got an empty loader")
-    return {name: value / total for name, value in sums.items()}
+    check_callable(loss, "loss")
+    if transform is not None:
+        check_callable(transform, "transform")
+    if clip_grad_norm is not None:
+        clip_grad_norm = check_positive(clip_grad_norm, "clip_grad_norm")
+    total = check_int(steps, "steps", 1) if steps is not None else _length(batches)
+    dev, was_training = model_device(model), model.training
+    losses = []
+    bar = progress_bar(itertools.islice(batches, total), total=total, desc=desc, enabled=progress)
+    try:
+        for batch in bar:
+            batch = _to(batch, dev)
+            if transform is not None:
+                model.eval()
+                batch = transform(model, batch)
+            model.train()
+            value = loss(model, batch)
+            optimizer.zero_grad()
+            value.backward()
+            if clip_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            losses.append(value.item())
+            if len(losses) % 10 == 0 or len(losses) == total:
+                bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+    finally:
+        bar.close()
+        model.train(was_training)
+    if not losses:
+        raise ValueError("batches must yield at least one batch, got an empty loader")
+    return np.array(losses)
+
+
+def _length(batches) -> int | None:
+    try:
+        return len(batches)
+    except TypeError:  # a generator: the bar counts without a total
+        return None
 
 
 def fit(
@@ -168,44 +254,66 @@ def fit(
     metrics: dict[str, Callable] | None = None,
     scheduler=None,
     clip_grad_norm: float | None = None,
+    transform: Callable | None = None,
     progress: bool = True,
 ) -> dict[str, list[float]]:
-    """Train `model` for `epochs` passes over `train_loader`; return the history.
+    """Train `model` for `epochs` passes over `train_loader` by `train_steps`, the loss of a batch (X, y) being
+    ``loss_fn(model(X), y)`` (y = X for a batch (X,) without targets); return the history.
 
-    One step: forward, ``loss_fn(output, target)``, ``zero_grad``, backward, optionally clip the gradient to
-    norm `clip_grad_norm`, ``step``, then ``scheduler.step()`` if a learning-rate schedule is given (once per
-    batch). The history holds the mean training loss per epoch (``"train_loss"``) and, with `val_loader`, the
-    validation loss and every metric per epoch (``"val_loss"``, ``"val_<name>"``).
+    `scheduler` steps once per batch, `clip_grad_norm` and `transform` are those of `train_steps`. The history
+    holds the mean training loss per epoch (``"train_loss"``, each batch weighted by its size) and, with
+    `val_loader`, the validation loss and every metric per epoch (``"val_loss"``, ``"val_<name>"``). The model
+    is left in the mode it came in.
     """
     epochs = check_int(epochs, "epochs", 1)
-    if clip_grad_norm is not None:
-        clip_grad_norm = check_positive(clip_grad_norm, "clip_grad_norm")
-    dev = model_device(model)
+    check_callable(loss_fn, "loss_fn")
+    sizes: list[int] = []
+
+    def loss(model, batch):
+        X, target = _inputs_targets(batch)
+        sizes.append(len(X))
+        return loss_fn(model(X), target)
+
     val_metrics = {"loss": loss_fn, **(metrics or {})}
     history: dict[str, list[float]] = {"train_loss": []}
-    bar = tqdm(range(epochs), desc="epochs", disable=not progress)
+    bar = progress_bar(range(epochs), desc="epochs", enabled=progress)
     for _ in bar:
-        model.train()
-        loss_sum, total = 0.0, 0
-        for batch in train_loader:
-            X, target = _inputs_targets(batch, dev)
-            loss = loss_fn(model(X), target)
-            optimizer.zero_grad()
-            loss.backward()
-            if clip_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
-            loss_sum += loss.item() * len(X)
-            total += len(X)
-        if total == 0:
-            raise ValueError("train_loader must yield at least one example, got an empty loader")
-        history["train_loss"].append(loss_sum / total)
+        sizes.clear()
+        losses = train_steps(
+            model, loss, optimizer, train_loader, transform=transform, scheduler=scheduler,
+            clip_grad_norm=clip_grad_norm, progress=False,
+        )  # fmt: skip
+        history["train_loss"].append(float(np.average(losses, weights=sizes)))
         postfix = {"loss": f"{history['train_loss'][-1]:.3f}"}
         if val_loader is not None:
             for name, value in evaluate(model, val_loader, val_metrics).items():
                 history.setdefault(f"val_{name}", []).append(value)
                 postfix[f"val_{name}"] = f"{value:.3f}"
         bar.set_postfix(postfix)
+    bar.close()
     return history
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, loader, metrics: dict[str, Callable] | None = None) -> dict[str, float]:
+    """Each metric ``f(output, target) -> float`` averaged over the examples of `loader` (model in eval mode).
+
+    ``evaluate(model, loader, {"accuracy": accuracy, "loss": loss_fn})``; metrics that are means over a batch
+    (accuracy, mean losses) are weighted by the batch size, so the result is the mean over all examples.
+    """
+    if not metrics:
+        raise ValueError('metrics must name at least one function, e.g. {"accuracy": accuracy}')
+    dev, was_training = model_device(model), model.training
+    sums, total = dict.fromkeys(metrics, 0.0), 0
+    model.eval()
+    for batch in loader:
+        X, target = _inputs_targets(_to(batch, dev))
+        output = model(X)
+        for name, metric in metrics.items():
+            value = metric(output, target)
+            sums[name] += (value.item() if isinstance(value, torch.Tensor) else float(value)) * len(X)
+        total += len(X)
+    model.train(was_training)
+    if total == 0:
+        raise ValueError("loader must yield at least one example, got an empty loader")
+    return {name: value / total for name, value in sums.items()}

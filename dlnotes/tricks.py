@@ -21,7 +21,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .activations import log_softmax, softmax
-from .training import accuracy, device, fit, make_loader, model_device, to_numpy
+from .training import Step, accuracy, device, fit, make_loader, model_device, to_numpy
 from .validation import (
     check_array,
     check_callable,
@@ -161,28 +161,23 @@ def propagate_stats(
 
 
 # ----------------------------------------------------------------------------- 8.2-8.3 weight decay and early stopping
-class DecayStep(NamedTuple):
-    theta: np.ndarray  # the new parameters
-    state: dict  # what the method remembers for the next step (as dlnotes.optimization's steps)
-
-
 def _decay_arguments(theta, g, eta, mu) -> tuple[np.ndarray, np.ndarray, float, float]:
     theta = check_array(theta, "theta")
     g = check_array(g, "g", theta.shape)
     return theta, g, check_positive(eta, "eta"), check_number(mu, "mu", 0)
 
 
-def weight_decay_step(theta, g, state: dict, eta: float, mu: float) -> DecayStep:
+def weight_decay_step(theta, g, state: dict, eta: float, mu: float) -> Step:
     """One gradient step on ``R(theta) + mu/2 ||theta||^2`` with ``g = grad R(theta)``: the multiplicative
     shrink ``theta <- (1 - eta mu) theta - eta g`` (torch's ``SGD(weight_decay=mu)`` without momentum).
     No state."""
     theta, g, eta, mu = _decay_arguments(theta, g, eta, mu)
-    return DecayStep((1 - eta * mu) * theta - eta * g, state)
+    return Step((1 - eta * mu) * theta - eta * g, state)
 
 
 def adamw_step(
     theta, g, state: dict, eta: float, mu: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
-) -> DecayStep:
+) -> Step:
     """AdamW (decoupled weight decay): Adam's moments of the loss gradient g alone,
     ``m = beta1 m + (1 - beta1) g``, ``v = beta2 v + (1 - beta2) g^2``, ``m_hat = m / (1 - beta1^t)``,
     ``v_hat = v / (1 - beta2^t)``, and ``theta <- (1 - eta mu) theta - eta m_hat / (sqrt(v_hat) + eps)``
@@ -196,7 +191,7 @@ def adamw_step(
     state["m"] = beta1 * state.get("m", 0.0) + (1 - beta1) * g
     state["v"] = beta2 * state.get("v", 0.0) + (1 - beta2) * g**2
     m_hat, v_hat = state["m"] / (1 - beta1**t), state["v"] / (1 - beta2**t)
-    return DecayStep((1 - eta * mu) * theta - eta * m_hat / (np.sqrt(v_hat) + eps), state)
+    return Step((1 - eta * mu) * theta - eta * m_hat / (np.sqrt(v_hat) + eps), state)
 
 
 def _check_psd(H, name: str = "H") -> np.ndarray:

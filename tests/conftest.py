@@ -78,3 +78,17 @@ def book():
             )
             assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     return HTML
+
+
+def bad_input_test(table: list[tuple]):
+    """The test of a module's table of bad inputs, ``(call, error, message)``: each call raises `error` and its
+    message contains `message` (a phrase that names the argument and what was expected). A test module ends
+    with ``test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)``."""
+
+    @pytest.mark.parametrize(("call", "error", "message"), table)
+    def test_bad_input_gets_a_clear_error(call, error, message):
+        with pytest.raises(error) as info:
+            call()
+        assert message in str(info.value), f"{message!r} is not in the message {str(info.value)!r}"
+
+    return test_bad_input_gets_a_clear_error

@@ -33,34 +33,86 @@ CHAPTERS = {
     "generative",
     "ethics",
 }
+MAX_LINES = 1300  # a chapter larger than this is a package with one module per section (DESIGN.md)
+CHAPTER_PACKAGES = sorted(
+    p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name not in {"widgets", "exercises"}
+)
 MODULES = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+SECTION_MODULES = sorted(  # "theory.ntk", ...: the modules of the chapter packages
+    f"{chapter}.{p.stem}" for chapter in CHAPTER_PACKAGES for p in (PACKAGE / chapter).glob("*.py")
+    if p.stem != "__init__"
+)  # fmt: skip
 
 
 def tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"))
 
 
-def imported_siblings(path: Path) -> set[str]:
-    """The dlnotes modules a module of the package imports (relative or absolute)."""
+def imported_modules(path: Path) -> set[str]:
+    """The dlnotes modules a module of the package imports, as paths below dlnotes ("training", "theory.common")."""
+    here = path.parent.relative_to(PACKAGE).parts
     found = set()
     for node in ast.walk(tree(path)):
-        if isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level == 1:
-                found.add(module.split(".")[0] if module else node.names[0].name)
-            elif module.startswith("dlnotes."):
-                found.add(module.split(".")[1])
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:  # relative: from the module's own package, or from a package above it
+            base, module = here[: len(here) - node.level + 1], node.module
+        elif (node.module or "").startswith("dlnotes."):
+            base, module = (), node.module.removeprefix("dlnotes.")
+        else:
+            continue
+        names = [module] if module else [alias.name for alias in node.names]  # from . import a, b
+        found.update(".".join((*base, name)) for name in names)
     return found
 
 
 def test_every_module_is_either_shared_or_a_chapter():
-    assert set(MODULES) == SHARED | CHAPTERS, "classify the new module in tests/test_architecture.py"
+    assert set(MODULES) | set(CHAPTER_PACKAGES) == SHARED | CHAPTERS, (
+        "classify the new module in tests/test_architecture.py"
+    )
+    assert not set(MODULES) & set(CHAPTER_PACKAGES)
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_modules_import_only_shared_modules(name):
     """Code used by two chapters lives in a shared module: no module imports a chapter module."""
-    assert imported_siblings(PACKAGE / f"{name}.py") <= SHARED
+    assert imported_modules(PACKAGE / f"{name}.py") <= SHARED
+
+
+@pytest.mark.parametrize("name", SECTION_MODULES)
+def test_a_section_module_imports_its_chapters_shared_tools_and_the_shared_modules_only(name):
+    """dlnotes/<chapter>/<section>.py may import <chapter>/common.py and the shared modules; common.py only the
+    shared modules. Never another chapter, never another section (what two sections use goes into common)."""
+    chapter, section = name.split(".")
+    allowed = SHARED | ({f"{chapter}.common"} if section != "common" else set())
+    assert imported_modules(PACKAGE / chapter / f"{section}.py") <= allowed
+
+
+@pytest.mark.parametrize("chapter", CHAPTER_PACKAGES)
+def test_a_chapter_package_has_a_module_per_section_named_like_its_tests_and_reexports_them(chapter):
+    sections = {p.stem for p in (PACKAGE / chapter).glob("*.py")} - {"__init__"}
+    tests = {p.stem.removeprefix(f"test_{chapter}_") for p in (ROOT / "tests").glob(f"test_{chapter}_*.py")}
+    assert sections == tests, f"dlnotes/{chapter}/*.py and tests/test_{chapter}_*.py name the same sections"
+    package = importlib.import_module(f"dlnotes.{chapter}")
+    for section in sections:
+        module = importlib.import_module(f"dlnotes.{chapter}.{section}")
+        public = {
+            name
+            for name, obj in vars(module).items()
+            if _defined_in(obj, module) and not name.startswith("_")
+        }
+        assert public <= set(package.__all__), f"dlnotes.{chapter} re-exports every public name of {section}"
+        assert all(getattr(package, name) is getattr(module, name) for name in public)
+
+
+def _defined_in(obj, module) -> bool:
+    return (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_longer_than_a_reader_can_walk(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{lines} lines: split it by section"
 
 
 @pytest.mark.parametrize("package", [dlnotes.widgets, dlnotes.exercises], ids=["widgets", "exercises"])
@@ -96,7 +148,9 @@ def test_notebooks_import_only_public_names_from_where_they_are_defined(path):
             if inspect.isfunction(obj) or inspect.isclass(obj)
             else module_name
         )
-        assert public is not None or home == module_name, f"import {name} from {home}, where it is defined"
+        assert module_name == "dlnotes" or home == module_name or not home.startswith("dlnotes."), (
+            f"import {name} from {home}, where it is defined"
+        )
 
 
 def _calls(path: Path):
@@ -123,7 +177,7 @@ def test_one_way_to_validate_draw_random_numbers_and_leave_torch(path):
 
 
 def public_functions():
-    for name in MODULES:
+    for name in MODULES + SECTION_MODULES:
         module = importlib.import_module(f"dlnotes.{name}")
         for attribute, obj in vars(module).items():
             if (

@@ -8,6 +8,8 @@ from sklearn.svm import SVC
 from dlnotes import connectionism as cn
 from dlnotes import seed_everything
 
+from conftest import bad_input_test
+
 rng = np.random.default_rng(12345)
 
 
@@ -316,17 +318,17 @@ BAD_INPUT = [  # (call, error, message)
     (
         lambda: cn.project_onto_hyperplane(np.ones((2, 3)), np.ones(2), 0.0),
         ValueError,
-        r"w must have shape \(3,\)",
+        r"w must have shape (3,)",
     ),
-    (lambda: cn.signed_distance(np.ones(3), np.ones(3), 0.0), ValueError, r"X must have shape \(any, any\)"),
+    (lambda: cn.signed_distance(np.ones(3), np.ones(3), 0.0), ValueError, r"X must have shape (any, any)"),
     (lambda: cn.mp_neuron(np.array([1, 0]), [1, 0.5], 1), ValueError, "sigma must hold whole numbers"),
-    (lambda: cn.mp_neuron(np.array([1, 0]), [1, 0], 1), ValueError, r"sigma must hold labels in \[-1, 1\]"),
+    (lambda: cn.mp_neuron(np.array([1, 0]), [1, 0], 1), ValueError, r"sigma must hold labels in [-1, 1]"),
     (lambda: cn.mp_neuron(np.array([1, 2]), [1, 1], 1), ValueError, "x must be binary"),
     (lambda: cn.mp_neuron(np.array([1, 0, 1]), [1, 1], 1), ValueError, "x must be binary"),
     (
         lambda: cn.delta_rule(np.ones((2, 3)), np.ones((4, 3)), np.ones((4, 2)), np.ones((4, 3)), 0.1),
         ValueError,
-        r"A must have shape \(4, 2\)",
+        r"A must have shape (4, 2)",
     ),
     (
         lambda: cn.delta_rule(np.ones((2, 3)), np.ones((4, 3)), np.ones((4, 2)), np.ones((4, 2)), -1),
@@ -340,7 +342,7 @@ BAD_INPUT = [  # (call, error, message)
     (
         lambda: cn.perceptron_train(np.ones((3, 2)), np.array([1, 0, 1])),
         ValueError,
-        r"y must hold labels in \[-1, 1\]",
+        r"y must hold labels in [-1, 1]",
     ),
     (lambda: cn.perceptron_train(np.ones((3, 2)), np.array([1, -1])), ValueError, "3 labels"),
     (
@@ -360,7 +362,7 @@ BAD_INPUT = [  # (call, error, message)
         "w must have shape",
     ),
     (lambda: cn.max_margin_classifier(XOR_X, XOR_Y), ValueError, "linearly separable"),
-    (lambda: cn.version_space_fraction(np.ones((2, 3)), np.array([1, 1])), ValueError, r"\(s, 2\)"),
+    (lambda: cn.version_space_fraction(np.ones((2, 3)), np.array([1, 1])), ValueError, r"(s, 2)"),
     (lambda: cn.version_space_fraction(XOR_X, XOR_Y, n_angles=0), ValueError, "n_angles"),
     (lambda: cn.cover_count(0, 2), ValueError, "s must be an int in"),
     (lambda: cn.cover_count(3, -1), ValueError, "n must be an int in"),
@@ -368,20 +370,17 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: cn.cover_count(True, 2), TypeError, "s must be an int"),
     (lambda: cn.hopfield_hebbian(np.array([[1, 0, -1]])), ValueError, "patterns must hold states"),
     (lambda: cn.hopfield_energy(np.ones(3), np.ones((3, 4))), ValueError, "square"),
-    (lambda: cn.hopfield_energy(np.ones(8), W8, np.ones(3)), ValueError, r"b must have shape \(8,\)"),
+    (lambda: cn.hopfield_energy(np.ones(8), W8, np.ones(3)), ValueError, r"b must have shape (8,)"),
     (lambda: cn.hopfield_run(np.ones(8), W8, mode="parallel"), ValueError, "mode must be one of"),
     (lambda: cn.hopfield_run(np.ones(7), W8), ValueError, "x0"),
     (lambda: cn.hopfield_run(np.ones((2, 8)), W8), ValueError, "x0 must be a single state"),
     (lambda: cn.hopfield_run(np.ones(8), W8, max_sweeps=0), ValueError, "max_sweeps"),
     (lambda: cn.hopfield_run(np.ones(8), np.eye(8)), ValueError, "zero diagonal"),
-    (lambda: cn.flip_bits(np.ones(40), 41), ValueError, r"n_flips must be an int in \[0, 40\]"),
+    (lambda: cn.flip_bits(np.ones(40), 41), ValueError, r"n_flips must be an int in [0, 40]"),
     (lambda: cn.recall_rate(np.ones((1, 8)), 1, n_trials=0), ValueError, "n_trials"),
     (lambda: cn.digit_prototypes((1, 1)), ValueError, "digits"),
     (lambda: cn.digit_prototypes((1, 10)), ValueError, "digits entries"),
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -12,6 +12,8 @@ from dlnotes.data import (
     load_novel,
 )
 
+from conftest import bad_input_test
+
 
 def test_digits():
     images, labels = load_digits()
@@ -81,10 +83,7 @@ BAD_INPUT = [  # (call, error, message)
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)
 
 
 def test_novel_is_pride_and_prejudice():

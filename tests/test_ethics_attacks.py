@@ -9,6 +9,8 @@ from scipy.special import log_softmax, softmax
 
 from dlnotes import ethics as eth
 
+from conftest import bad_input_test
+
 rng = np.random.default_rng(113)
 
 
@@ -119,8 +121,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

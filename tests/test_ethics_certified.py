@@ -14,6 +14,8 @@ from scipy.stats import binomtest, norm
 from dlnotes import ethics as eth
 from dlnotes.training import to_numpy
 
+from conftest import bad_input_test
+
 rng = np.random.default_rng(115)
 
 
@@ -184,8 +186,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -6,11 +6,12 @@ base rates against its closed form."""
 import math
 
 import numpy as np
-import pytest
 from scipy.stats import norm
 from sklearn.metrics import confusion_matrix
 
 from dlnotes import ethics as eth
+
+from conftest import bad_input_test
 
 rng = np.random.default_rng(11)
 
@@ -174,8 +175,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -14,6 +14,8 @@ from sklearn.metrics.pairwise import cosine_similarity
 from dlnotes import ethics as eth
 from dlnotes.exercises.ethics import integrated_gradients_reference
 
+from conftest import bad_input_test
+
 rng = np.random.default_rng(116)
 
 
@@ -142,8 +144,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -12,6 +12,8 @@ from sklearn.metrics import log_loss
 
 from dlnotes import ethics as eth
 
+from conftest import bad_input_test
+
 rng = np.random.default_rng(21)
 
 
@@ -188,8 +190,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -1,11 +1,12 @@
 import numpy as np
-import pytest
 import scipy.stats
 import torch
 from sklearn.linear_model import Ridge
 
 from dlnotes import feedforward as ff
 from dlnotes.activations import relu, softmax
+
+from conftest import bad_input_test
 
 rng = np.random.default_rng(2024)
 
@@ -246,16 +247,16 @@ BAD_INPUT = [  # (call, error, message)
     (
         lambda: ff.gaussian_pdf(np.ones((4, 3)), np.zeros(3), np.eye(2)),
         ValueError,
-        r"Sigma must have shape \(3, 3\)",
+        r"Sigma must have shape (3, 3)",
     ),
     (lambda: ff.entropy([0.5, 0.6]), ValueError, "p must hold probabilities"),
     (
         lambda: ff.least_squares_loss(X3, Y3, np.ones(5)),
         ValueError,
-        r"w must have shape \(6,\), got shape \(5,\)",
+        r"w must have shape (6,), got shape (5,)",
     ),
-    (lambda: ff.least_squares_grad(X3, Y3, np.ones((6, 1))), ValueError, r"w must have shape \(6,\)"),
-    (lambda: ff.least_squares_loss(X3, np.ones(4), np.ones(6)), ValueError, r"y must have shape \(3,\)"),
+    (lambda: ff.least_squares_grad(X3, Y3, np.ones((6, 1))), ValueError, r"w must have shape (6,)"),
+    (lambda: ff.least_squares_loss(X3, np.ones(4), np.ones(6)), ValueError, r"y must have shape (3,)"),
     (lambda: ff.lstsq_closed_form(X3, Y3), ValueError, "singular"),
     (lambda: ff.lstsq_closed_form(X3, Y3, ridge=-1), ValueError, "ridge"),
     (lambda: ff.pinv_via_ridge(X3, 0.0), ValueError, "eps"),
@@ -264,30 +265,30 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: ff.sgd_lms(X3, Y3, eta=0.1, steps=2.5), TypeError, "steps must be an int"),
     (lambda: ff.gaussian_nll(X3, Y3, np.ones(6), sigma=0), ValueError, "sigma"),
     (lambda: ff.polynomial_features(np.ones(3), -1), ValueError, "degree"),
-    (lambda: ff.polynomial_features(np.ones((3, 1)), 2), ValueError, r"x must have shape \(any,\)"),
+    (lambda: ff.polynomial_features(np.ones((3, 1)), 2), ValueError, r"x must have shape (any,)"),
     (
         lambda: ff.bce_with_logits(np.zeros(3), np.array([0, 2, 1])),
         ValueError,
-        r"y must hold labels in \[0, 1\]",
+        r"y must hold labels in [0, 1]",
     ),
     (
         lambda: ff.logistic_regression_grad(X3, np.array([0, 1, 1]), np.ones(2)),
         ValueError,
         "w must have shape",
     ),
-    (lambda: ff.softmax_jacobian(np.ones((2, 3))), ValueError, r"z must have shape \(any,\)"),
+    (lambda: ff.softmax_jacobian(np.ones((2, 3))), ValueError, r"z must have shape (any,)"),
     (lambda: ff.softmax_cross_entropy(np.zeros((2, 3)), np.array([0.5, 1.0])), ValueError, "whole numbers"),
     (lambda: ff.softmax_cross_entropy(np.zeros((2, 3)), np.array([0, 3])), ValueError, r"labels in 0..2"),
     (
         lambda: ff.softmax_regression(X3, np.array([0, 1, 3]), 3, 0.1, 10),
         ValueError,
-        r"y must hold labels in 0..2 \(n_classes = 3\)",
+        r"y must hold labels in 0..2 (n_classes = 3)",
     ),
     (lambda: ff.softmax_regression(X3, np.array([0, 1, 1]), 1, 0.1, 10), ValueError, "n_classes"),
     (
         lambda: ff.softmax_regression_logits(np.ones((4, 3)), np.ones((3, 2))),
         ValueError,
-        r"W must have shape \(4, any\)",
+        r"W must have shape (4, any)",
     ),
     (lambda: ff.MLP([4]), ValueError, "sizes"),
     (lambda: ff.MLP([4, 2.0]), TypeError, "sizes entries must be an int"),
@@ -295,11 +296,11 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: ff.Dense(0, 3), ValueError, "n must be an int"),
     (lambda: ff.Residual(3, alpha=0), ValueError, "alpha"),
     (lambda: ff.permute_hidden(MLP_3642, 0, [0, 0, 1, 2, 3, 4]), ValueError, "permutation"),
-    (lambda: ff.permute_hidden(MLP_3642, 2, [0, 1]), ValueError, r"layer must be an int in \[0, 1\]"),
+    (lambda: ff.permute_hidden(MLP_3642, 2, [0, 1]), ValueError, r"layer must be an int in [0, 1]"),
     (
         lambda: ff.random_feature_fit(np.cos, np.ones(4), np.ones(3), np.ones(5), np.ones(5)),
         ValueError,
-        r"c must have shape \(4,\)",
+        r"c must have shape (4,)",
     ),
     (
         lambda: ff.random_feature_fit("cos", np.ones(4), np.ones(4), np.ones(5), np.ones(5)),
@@ -310,26 +311,23 @@ BAD_INPUT = [  # (call, error, message)
     (
         lambda: ff.activation_patterns(np.ones((5, 2)), np.ones((3, 3)), np.ones(3)),
         ValueError,
-        r"W must have shape \(any, 2\)",
+        r"W must have shape (any, 2)",
     ),
     (
         lambda: ff.activation_patterns(np.ones((5, 2)), np.ones((3, 2)), np.ones(2)),
         ValueError,
-        r"b must have shape \(3,\)",
+        r"b must have shape (3,)",
     ),
     (lambda: ff.relu_net_patterns(np.ones((5, 2)), [], []), ValueError, "weights and biases"),
-    (lambda: ff.count_regions_lp(np.ones((3, 2)), np.ones(2)), ValueError, r"b must have shape \(3,\)"),
+    (lambda: ff.count_regions_lp(np.ones((3, 2)), np.ones(2)), ValueError, r"b must have shape (3,)"),
     (lambda: ff.zaslavsky_bound(-1, 2), ValueError, "m must"),
-    (lambda: ff.montufar_bound(1, 2, 2), ValueError, r"m must be an int in \[2, inf\)"),
+    (lambda: ff.montufar_bound(1, 2, 2), ValueError, r"m must be an int in [2, inf)"),
     (lambda: ff.sawtooth_net(0), ValueError, "L must"),
     (lambda: ff.count_linear_pieces(np.abs, 1, 0), ValueError, "b must be a finite number in"),
     (lambda: ff.count_linear_pieces(np.abs, 0, 1, n_grid=2), ValueError, "n_grid"),
     (lambda: ff.relu_representation([0.0, 0.0], [1.0, 2.0]), ValueError, "strictly increasing"),
-    (lambda: ff.relu_representation([0.0, 1.0], [1.0]), ValueError, r"values must have shape \(2,\)"),
+    (lambda: ff.relu_representation([0.0, 1.0], [1.0]), ValueError, r"values must have shape (2,)"),
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -11,6 +11,8 @@ from torch import nn
 
 from dlnotes import gdl
 
+from conftest import bad_input_test
+
 # ----------------------------------------------------------------------------- groups (7.1)
 
 
@@ -145,7 +147,7 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: gdl.group_axioms(np.ones((2, 2))), ValueError, "elements must have 3 axes"),
     (lambda: gdl.make_digit_sets(IMG, LAB[:5], 3), ValueError, "labels must be"),
     (lambda: gdl.make_digit_sets(IMG, LAB, 3, sizes=3), TypeError, "sizes must be a pair"),
-    (lambda: gdl.make_digit_sets(IMG, LAB, 3, sizes=(2, 11)), ValueError, r"sizes\[1\]"),
+    (lambda: gdl.make_digit_sets(IMG, LAB, 3, sizes=(2, 11)), ValueError, r"sizes[1]"),
     (lambda: gdl.make_digit_sets(IMG, LAB, 0), ValueError, "n must be an int"),
     (lambda: gdl.DeepSets(lambda x: x, nn.Identity()), TypeError, "phi must be a torch.nn.Module"),
     (lambda: gdl.DeepSets(nn.Identity(), nn.Identity(), pool="min"), ValueError, "pool must be one of"),
@@ -155,7 +157,7 @@ BAD_INPUT = [  # (call, error, message)
             torch.ones(2, 3, 2), torch.ones(2, 4, dtype=torch.bool)
         ),
         ValueError,
-        r"mask must be a bool tensor of shape \(2, 3\)",
+        r"mask must be a bool tensor of shape (2, 3)",
     ),
     (lambda: gdl.EquivariantSetLayer(0, 2), ValueError, "d_in must be an int"),
     (
@@ -166,14 +168,11 @@ BAD_INPUT = [  # (call, error, message)
     (
         lambda: gdl.train_set_model(nn.Linear(2, 1), np.ones((4, 3, 2)), np.ones((4, 3), bool), np.ones(5)),
         ValueError,
-        r"y must have shape \(4,\)",
+        r"y must have shape (4,)",
     ),
     (lambda: gdl.train_set_model("model", np.ones((4, 3, 2)), None, None), TypeError, "model must be"),
-    (lambda: gdl.size_mean_baseline([1.0, 2.0], [2, 2], [3]), ValueError, r"set sizes \[3\]"),
+    (lambda: gdl.size_mean_baseline([1.0, 2.0], [2, 2], [3]), ValueError, r"set sizes [3]"),
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -6,11 +6,12 @@ triangular map."""
 import itertools
 
 import numpy as np
-import pytest
 import torch
 from scipy import stats
 
 from dlnotes import generative as gen
+
+from conftest import bad_input_test
 
 rng = np.random.default_rng(104)
 
@@ -106,8 +107,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -6,10 +6,11 @@ score-matching and parameterisation identities against their definitions."""
 import math
 
 import numpy as np
-import pytest
 from scipy import integrate, stats
 
 from dlnotes import generative as gen
+
+from conftest import bad_input_test
 
 SCH = gen.noise_schedule(200)
 
@@ -244,8 +245,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

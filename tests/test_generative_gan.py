@@ -5,12 +5,13 @@ penalty against explicit computations; the GAN and critic trainers on tiny probl
 import math
 
 import numpy as np
-import pytest
 import torch
 from scipy.spatial.distance import jensenshannon
 from scipy.stats import norm, wasserstein_distance
 
 from dlnotes import generative as gen
+
+from conftest import bad_input_test
 
 rng = np.random.default_rng(105)
 
@@ -179,8 +180,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -4,10 +4,11 @@ the simplified loss, the Gaussian-optimal loss and the kernel MMD."""
 import math
 
 import numpy as np
-import pytest
 import torch
 
 import dlnotes.generative as gen
+
+from conftest import bad_input_test
 
 
 def gaussian_data():
@@ -155,8 +156,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -4,9 +4,10 @@ import itertools
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
-import pytest
 
 from dlnotes import plotting, use_style
+
+from conftest import bad_input_test
 
 PNG_MAGIC = b"\x89PNG"
 
@@ -73,7 +74,4 @@ BAD_INPUT = [  # (call, error, message)
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -11,6 +11,8 @@ import torch
 from dlnotes import rnn
 from dlnotes.widgets.rnn import alignment_explorer, plot_alignment
 
+from conftest import bad_input_test
+
 rng = np.random.default_rng(11)
 
 
@@ -170,8 +172,8 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: rnn.Seq2Seq(1, 8), ValueError, "vocab must be an int"),
     (lambda: rnn.Seq2Seq(10, 8, attention="yes"), ValueError, "attention must be one of"),
     (lambda: small_model(False).encode(np.array([[0.5, 1.0]])), TypeError, "integer token ids"),
-    (lambda: small_model(False).encode(np.array([[0, 9]])), ValueError, r"token ids in 0\.\.3"),
-    (lambda: small_model(False).encode(np.array([0, 1])), ValueError, r"x must have shape \(batch, length\)"),
+    (lambda: small_model(False).encode(np.array([[0, 9]])), ValueError, r"token ids in 0..3"),
+    (lambda: small_model(False).encode(np.array([0, 1])), ValueError, r"x must have shape (batch, length)"),
     (lambda: small_model(False)(np.zeros((2, 3), int), np.zeros((3, 3), int)), ValueError, "same number"),
     (lambda: small_model(False).attend(torch.zeros(1, 6), torch.zeros(1, 3, 6)), ValueError, "no attention"),
     (lambda: small_model(True).attend(torch.zeros(2, 6), torch.zeros(1, 3, 6)), ValueError, "z must be"),
@@ -191,13 +193,10 @@ BAD_INPUT = [  # (call, error, message)
         ValueError,
         "steps must be an int",
     ),
-    (lambda: plot_alignment(np.ones((2, 3)), [1, 2], [1, 2]), ValueError, r"A must have shape \(2, 2\)"),
+    (lambda: plot_alignment(np.ones((2, 3)), [1, 2], [1, 2]), ValueError, r"A must have shape (2, 2)"),
     (lambda: alignment_explorer(small_model(False)), TypeError, "attention=True"),
     (lambda: alignment_explorer(small_model(True), n_strings=9), ValueError, "n_strings"),
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -5,12 +5,13 @@ error against a hand count and a loop, the Metropolis-Hastings kernel against de
 closed-form maps on a harmonic oscillator, the numpy tanh network and its energy gradient against torch."""
 
 import numpy as np
-import pytest
 import torch
 from scipy import special, stats
 from torch import nn
 
 from dlnotes import theory
+
+from conftest import bad_input_test
 
 rng = np.random.default_rng(92)
 
@@ -293,8 +294,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -4,12 +4,13 @@ against numpy's eigenvalues, the ReLU Gaussian moments against Monte Carlo and q
 linear-regression posterior against the conditioning of the joint Gaussian."""
 
 import numpy as np
-import pytest
 import torch
 from scipy import integrate, stats
 from torch import nn
 
 from dlnotes import theory
+
+from conftest import bad_input_test
 
 rng = np.random.default_rng(9)
 
@@ -126,8 +127,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -4,12 +4,13 @@ GaussianProcessRegressor, the noise-free limit against least squares, the NNGP k
 closed form and Monte Carlo over random networks, the primal random-feature regression against the dual."""
 
 import numpy as np
-import pytest
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF
 from sklearn.metrics import pairwise
 
 from dlnotes import theory
+
+from conftest import bad_input_test
 
 rng = np.random.default_rng(93)
 
@@ -155,8 +156,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -14,6 +14,8 @@ from sklearn.neural_network import MLPClassifier
 
 from dlnotes import theory
 
+from conftest import bad_input_test
+
 rng = np.random.default_rng(94)
 
 
@@ -244,8 +246,4 @@ BAD_INPUT = [  # (call, error, message)
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error) as info:
-        call()
-    assert message in str(info.value)
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -4,7 +4,18 @@ import torch
 
 import dlnotes
 from dlnotes import device, seed_everything, setup_notebook, use_threads
-from dlnotes.training import accuracy, count_parameters, evaluate, fit, make_loader, to_numpy
+from dlnotes.training import (
+    accuracy,
+    count_parameters,
+    evaluate,
+    fit,
+    make_loader,
+    progress_bar,
+    to_numpy,
+    train_steps,
+)
+
+from conftest import bad_input_test
 
 
 def test_seed_everything_reads_the_environment(monkeypatch):
@@ -139,41 +150,6 @@ def test_count_parameters_and_to_numpy():
     assert isinstance(to_numpy(t), np.ndarray) and to_numpy(t).tolist() == [2.0, 2.0]
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
-    [
-        (
-            lambda: make_loader(np.zeros((5, 2)), np.zeros(4)),
-            ValueError,
-            r"y must have one target per row of X \(5\)",
-        ),
-        (lambda: make_loader(np.zeros((5, 2)), np.zeros(5), batch_size=0), ValueError, "batch_size"),
-        (lambda: make_loader(np.zeros(()), None), ValueError, "X must have shape"),
-        (lambda: make_loader(np.zeros((0, 2))), ValueError, "X must have shape"),
-        (lambda: make_loader(np.zeros((3, 2)), np.array([True, False, True])), TypeError, "y must hold"),
-        (lambda: make_loader(np.zeros((3, 2)), rng="seed"), TypeError, "rng"),
-        (lambda: accuracy(torch.zeros(4), torch.zeros(4, dtype=torch.long)), ValueError, "logits"),
-        (lambda: accuracy(torch.zeros(4, 2), torch.zeros(3, dtype=torch.long)), ValueError, "y"),
-        (lambda: evaluate(torch.nn.Linear(2, 2), [], {"accuracy": accuracy}), ValueError, "empty loader"),
-        (lambda: evaluate(torch.nn.Linear(2, 2), [(torch.zeros(1, 2),)], {}), ValueError, "metrics"),
-        (
-            lambda: fit(torch.nn.Linear(2, 2), torch.nn.functional.mse_loss, None, [], 1),
-            ValueError,
-            "empty loader",
-        ),
-        (lambda: fit(torch.nn.Linear(2, 2), None, None, [], 0), ValueError, "epochs"),
-        (
-            lambda: fit(torch.nn.Linear(2, 2), None, None, [], 1, clip_grad_norm=0),
-            ValueError,
-            "clip_grad_norm",
-        ),
-    ],
-)
-def test_bad_input(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
-
-
 def test_fit_trains_a_linear_classifier_on_separable_data():
     seed_everything(0)
     X = torch.randn(400, 2)
@@ -261,3 +237,143 @@ def test_models_on_a_gpu_leave_torch_through_the_cpu():
     stack = torch.nn.Sequential(torch.nn.Conv1d(1, 1, 3), torch.nn.Conv1d(1, 1, 3)).cuda()
     assert receptive_field_mask(stack, (1, 20)).sum() == 5
     assert to_numpy(torch.ones(2, device="cuda")).tolist() == [1.0, 1.0]
+
+
+def _reference_loop(model, X, y, steps, lr, clip, flip_every):
+    """The textbook loop written out by hand, to compare train_steps with."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5)
+    losses = []
+    for step in range(steps):
+        Xb = -X[step] if step % flip_every == 0 else X[step]
+        loss = torch.nn.functional.cross_entropy(model(Xb), y[step])
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_train_steps_is_the_textbook_loop_with_transform_clipping_and_schedule():
+    gen = torch.Generator().manual_seed(0)
+    X, y = torch.randn(8, 16, 3, generator=gen), torch.randint(0, 2, (8, 16), generator=gen)
+    models = [
+        torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)) for _ in "ab"
+    ]
+    models[1].load_state_dict(models[0].state_dict())
+    expected = _reference_loop(models[0], X, y, steps=6, lr=0.5, clip=0.1, flip_every=2)
+    optimizer = torch.optim.SGD(models[1].parameters(), lr=0.5, momentum=0.9)
+    counter = iter(range(100))
+
+    def flip_every_other(model, batch):  # a per-batch transform that sees the model in eval mode
+        assert not model.training
+        return (-batch[0], batch[1]) if next(counter) % 2 == 0 else batch
+
+    losses = train_steps(
+        models[1],
+        lambda model, batch: torch.nn.functional.cross_entropy(model(batch[0]), batch[1]),
+        optimizer,
+        zip(X, y, strict=True),  # a generator of batches: eight of them, only `steps` used
+        steps=6,
+        transform=flip_every_other,
+        scheduler=torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5),
+        clip_grad_norm=0.1,
+        progress=False,
+    )
+    assert np.allclose(losses, expected, rtol=1e-6) and len(losses) == 6
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_training_and_evaluation_leave_the_model_in_the_mode_it_came_in(mode):
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5))
+    model.train(mode == "train")
+    loader = make_loader(np.zeros((4, 2)), np.zeros(4, dtype=int), batch_size=2)
+    seen = []
+
+    def loss(model, batch):
+        seen.append(model.training)
+        return model(batch[0]).sum()
+
+    train_steps(model, loss, torch.optim.SGD(model.parameters(), lr=0.1), loader, progress=False)
+    assert seen == [True, True] and model.training == (mode == "train")
+    fit(
+        model,
+        torch.nn.functional.cross_entropy,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        loader,
+        1,
+        progress=False,
+    )
+    assert model.training == (mode == "train")
+    evaluate(model, loader, {"accuracy": accuracy})
+    assert model.training == (mode == "train")
+
+
+def test_a_notebook_progress_bar_saves_its_finished_state_as_text(monkeypatch):
+    """What a notebook keeps beside the widget (GitHub's preview, plain nbconvert) is the bar's last text."""
+    import tqdm.auto
+    from tqdm.notebook import tqdm as notebook_tqdm
+
+    import dlnotes.training as training
+
+    shown = []
+
+    class Handle:
+        def update(self, obj):
+            shown.append(repr(obj))
+
+    def display(obj, display_id=False):
+        shown.append(repr(obj))
+        return Handle()
+
+    monkeypatch.setattr(training, "display", display)
+    monkeypatch.setattr(training, "auto_tqdm", notebook_tqdm)
+    for _ in progress_bar(range(300), desc="epochs"):
+        pass
+    assert len(shown) == 2 and "0/300" in shown[0] and "100%" in shown[1] and "300/300" in shown[1]
+    assert tqdm.auto.tqdm is not notebook_tqdm, "the test ran outside a notebook"
+
+
+BAD_INPUT = [
+    (
+        lambda: make_loader(np.zeros((5, 2)), np.zeros(4)),
+        ValueError,
+        "y must have one target per row of X (5)",
+    ),
+    (lambda: make_loader(np.zeros((5, 2)), np.zeros(5), batch_size=0), ValueError, "batch_size"),
+    (lambda: make_loader(np.zeros(()), None), ValueError, "X must have shape"),
+    (lambda: make_loader(np.zeros((0, 2))), ValueError, "X must have shape"),
+    (lambda: make_loader(np.zeros((3, 2)), np.array([True, False, True])), TypeError, "y must hold"),
+    (lambda: make_loader(np.zeros((3, 2)), rng="seed"), TypeError, "rng"),
+    (lambda: accuracy(torch.zeros(4), torch.zeros(4, dtype=torch.long)), ValueError, "logits"),
+    (lambda: accuracy(torch.zeros(4, 2), torch.zeros(3, dtype=torch.long)), ValueError, "y"),
+    (lambda: evaluate(torch.nn.Linear(2, 2), [], {"accuracy": accuracy}), ValueError, "empty loader"),
+    (lambda: evaluate(torch.nn.Linear(2, 2), [(torch.zeros(1, 2),)], {}), ValueError, "metrics"),
+    (
+        lambda: fit(torch.nn.Linear(2, 2), torch.nn.functional.mse_loss, None, [], 1),
+        ValueError,
+        "empty loader",
+    ),
+    (lambda: fit(torch.nn.Linear(2, 2), None, None, [], 0), ValueError, "epochs"),
+    (
+        lambda: fit(torch.nn.Linear(2, 2), torch.nn.functional.mse_loss, None, [], 1, clip_grad_norm=0),
+        ValueError,
+        "clip_grad_norm",
+    ),
+    (lambda: train_steps(torch.nn.Linear(2, 2), None, None, []), TypeError, "loss must be callable"),
+    (
+        lambda: train_steps(torch.nn.Linear(2, 2), lambda m, b: 0, None, iter([]), steps=0),
+        ValueError,
+        "steps",
+    ),
+    (
+        lambda: train_steps(torch.nn.Linear(2, 2), lambda m, b: 0, None, [], transform="flip"),
+        TypeError,
+        "transform",
+    ),
+]
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -8,6 +8,8 @@ import torch.nn.functional as F
 
 from dlnotes import transformers as tf
 
+from conftest import bad_input_test
+
 rng = np.random.default_rng(61)
 
 
@@ -119,14 +121,14 @@ W44 = np.ones((4, 4))
 
 BAD_INPUT = [  # (call, error, message)
     (lambda: tf.causal_mask(0), ValueError, "T must be an int"),
-    (lambda: tf.attention(X5, np.ones((5, 3)), X5), ValueError, r"K must have shape \(any, 4\)"),
-    (lambda: tf.attention(X5, X5, np.ones((4, 2))), ValueError, r"V must have shape \(5, any\)"),
+    (lambda: tf.attention(X5, np.ones((5, 3)), X5), ValueError, r"K must have shape (any, 4)"),
+    (lambda: tf.attention(X5, X5, np.ones((4, 2))), ValueError, r"V must have shape (5, any)"),
     (lambda: tf.attention(X5, X5, X5, beta=0.0), ValueError, "beta"),
     (lambda: tf.attention(X5, X5, X5, mask=np.ones((5, 5))), TypeError, "mask must be a bool"),
     (
         lambda: tf.attention(X5, X5, X5, mask=np.ones((5, 4), bool)),
         ValueError,
-        r"mask must have shape \(5, 5\)",
+        r"mask must have shape (5, 5)",
     ),
     (lambda: tf.attention(X5, X5, X5, mask=np.zeros((5, 5), bool)), ValueError, "at least one key"),
     (lambda: tf.row_entropy(np.ones((2, 2))), ValueError, "sum to 1"),
@@ -140,7 +142,7 @@ BAD_INPUT = [  # (call, error, message)
     (
         lambda: tf.multi_head_attention(X5, X5, W44, W44, W44, W44, h=2, biases={"b_Q": np.ones(3)}),
         ValueError,
-        r"b_Q must have shape \(4,\)",
+        r"b_Q must have shape (4,)",
     ),
     (lambda: tf.weights_from_torch_mha(torch.nn.Linear(2, 2)), TypeError, "nn.MultiheadAttention"),
     (lambda: tf.MultiHeadAttention(6, 4), ValueError, "h must divide"),
@@ -164,7 +166,4 @@ BAD_INPUT = [  # (call, error, message)
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

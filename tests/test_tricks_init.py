@@ -10,6 +10,8 @@ from scipy import stats
 
 from dlnotes import tricks
 
+from conftest import bad_input_test
+
 N_IN, N_OUT = 2000, 500  # W (m, n) = (500, 2000): 10^6 entries, fan-in != fan-out
 
 
@@ -159,7 +161,4 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -9,6 +9,8 @@ import torch
 
 from dlnotes import tricks
 
+from conftest import bad_input_test
+
 
 def test_dense_stack_recomputed_by_hand():
     d, L, alpha = 6, 5, 0.7
@@ -90,7 +92,4 @@ BAD_INPUT = [
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)

@@ -22,7 +22,7 @@ from dlnotes.widgets.cnn import kernel_text, parse_kernel
 from dlnotes.widgets.core import FRAMES_SWITCH, MAX_FRAMES, MAX_SLIDER_VALUES, frame_values
 from dlnotes.widgets.optimization import diverged_at
 
-from conftest import ROOT
+from conftest import ROOT, bad_input_test
 
 for module in pkgutil.iter_modules(dlnotes.widgets.__path__):
     importlib.import_module(f"dlnotes.widgets.{module.name}")
@@ -105,10 +105,7 @@ BAD_INPUT = [  # (call, error, message)
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "message"), BAD_INPUT)
-def test_bad_input_gets_a_clear_error(call, error, message):
-    with pytest.raises(error, match=message):
-        call()
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)
 
 
 def test_parse_kernel_reads_rows_and_fractions():
