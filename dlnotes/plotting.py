@@ -6,12 +6,13 @@ import io
 import math
 
 import matplotlib as mpl
+import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import networkx as nx
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection
-from PIL import Image
+from PIL import Image, ImageOps
 
 from .validation import check_array, check_int, check_positive, check_vector
 
@@ -20,6 +21,7 @@ STYLE = {
     "figure.dpi": 100,
     "savefig.dpi": 100,
     "savefig.bbox": "tight",
+    "figure.subplot.bottom": 0.13,  # room for the x label's descenders at 11 pt (0.11 cut them off a 4-inch figure)
     "font.size": 11,
     "axes.titlesize": 12,
     "axes.labelsize": 11,
@@ -41,29 +43,16 @@ def use_style() -> None:
 
 
 def figure_png(fig: mpl.figure.Figure) -> bytes:
-    """Render a figure to PNG bytes."""
+    """Render a figure to PNG bytes, cropped as ``savefig(bbox_inches="tight")`` crops it (`tight_pixels`)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    tight_pixels(fig).save(buffer, format="PNG")
     return buffer.getvalue()
 
 
 def compact_png(fig: mpl.figure.Figure) -> bytes:
     """Render a figure to a PNG with a palette of 256 colours: a third of the bytes of `figure_png`, and
-    indistinguishable for line plots and heat maps (the frames of the website's widgets).
-
-    The figure is drawn once and its pixels cropped to the tight bounding box (what ``savefig`` with
-    ``bbox_inches="tight"`` shows, without its second drawing and a PNG encoded only to be decoded again);
-    drawing the same figure again after changing its artists reuses its cached text layout."""
-    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-    canvas.draw()
-    box = fig.get_tightbbox(canvas.get_renderer()).padded(mpl.rcParams["savefig.pad_inches"])
-    width, height = fig.get_size_inches()
-    if box.x0 < 0 or box.y0 < 0 or box.x1 > width or box.y1 > height:
-        return palette_png(figure_png(fig))  # something drawn outside the figure: savefig enlarges the canvas
-    pixels = Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB")
-    left, bottom, right, top = np.array(box.extents) * fig.dpi  # from the lower left corner, in pixels
-    rows = pixels.size[1]
-    return _palette(pixels.crop((int(left), int(rows - top), math.ceil(right), math.ceil(rows - bottom))))
+    indistinguishable for line plots and heat maps (the frames of the website's widgets)."""
+    return _palette(tight_pixels(fig))
 
 
 def palette_png(png: bytes) -> bytes:
@@ -71,9 +60,33 @@ def palette_png(png: bytes) -> bytes:
     return _palette(Image.open(io.BytesIO(png)).convert("RGB"))
 
 
+def tight_pixels(fig: mpl.figure.Figure) -> Image.Image:
+    """The figure's pixels within its tight bounding box and savefig's margin (``savefig.pad_inches``).
+
+    The figure is drawn once (``savefig(bbox_inches="tight")`` draws it twice) and the pixels are cropped;
+    drawing the same figure again after changing its artists reuses its cached text layout. Only when
+    something lies beyond the figure's edge is it left to savefig, which enlarges the canvas."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    tight = fig.get_tightbbox(canvas.get_renderer())
+    width, height = fig.get_size_inches()
+    if tight.x0 < 0 or tight.y0 < 0 or tight.x1 > width or tight.y1 > height:
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", bbox_inches="tight")
+        return Image.open(buffer).convert("RGB")
+    pad = math.ceil(mpl.rcParams["savefig.pad_inches"] * fig.dpi)  # white beyond the figure's edge
+    figure = Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB")
+    pixels = ImageOps.expand(figure, pad, mcolors.to_hex(fig.get_facecolor()))
+    left, bottom, right, top = np.array(tight.extents) * fig.dpi  # from the figure's lower left corner
+    rows = figure.size[1]  # the box with its margin, in the rows and columns of the expanded image:
+    return pixels.crop(
+        (int(left), int(rows - top), math.ceil(right) + 2 * pad, math.ceil(rows - bottom) + 2 * pad)
+    )
+
+
 def _palette(image: Image.Image) -> bytes:
-    buffer = io.BytesIO()
-    image.quantize(256, method=Image.Quantize.FASTOCTREE).save(buffer, format="PNG", optimize=True)
+    buffer = io.BytesIO()  # zlib's default level: 7 times faster than the optimised PNG, 12 % larger
+    image.quantize(256, method=Image.Quantize.FASTOCTREE).save(buffer, format="PNG")
     return buffer.getvalue()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import matplotlib
 import pytest
 
-from dlnotes import use_threads
+from dlnotes import use_style, use_threads
 
 matplotlib.use("Agg")  # this process only: kernels started by the tests keep the inline backend
 
@@ -37,12 +37,14 @@ build_book = load_script("build_book")
 
 
 def pytest_configure(config):
-    """The book's thread policy (`dlnotes.use_threads`), as in the notebooks: the stages run tests two at a time
-    (`-n 2`), where two threads per process would wait for each other.
+    """The book's thread policy (`dlnotes.use_threads`) and figure style (`dlnotes.use_style`), as in the
+    notebooks: the stages run tests two at a time (`-n 2`), where two threads per process would wait for each
+    other, and a figure is drawn as a reader sees it whichever test ran before.
 
     Kernels and the site's test server talk over 127.0.0.1. In a network namespace made with `unshare -rn` (no
     network at all) the loopback interface starts down: bring it up."""
     use_threads()
+    use_style()
     with socket.socket() as probe:
         try:
             probe.connect(("127.0.0.1", 9))
@@ -92,3 +94,26 @@ def bad_input_test(table: list[tuple]):
         assert message in str(info.value), f"{message!r} is not in the message {str(info.value)!r}"
 
     return test_bad_input_gets_a_clear_error
+
+
+def same_picture(png_a: bytes, png_b: bytes, tolerance: float = 3.0) -> bool:
+    """Two PNG images show the same picture: sizes within a pixel of each other (savefig's tight box is placed at
+    a fraction of a pixel, a crop at a whole one) and a mean difference per channel below `tolerance` (out of
+    255) at the best of those alignments."""
+    import io
+    import itertools
+
+    import numpy as np
+    from PIL import Image
+
+    a, b = (np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), float) for png in (png_a, png_b))
+    if abs(a.shape[0] - b.shape[0]) > 1 or abs(a.shape[1] - b.shape[1]) > 1:
+        return False
+    h, w = min(a.shape[0], b.shape[0]) - 1, min(a.shape[1], b.shape[1]) - 1
+    return (
+        min(
+            np.abs(a[i : i + h, j : j + w] - b[k : k + h, m : m + w]).mean()
+            for i, j, k, m in itertools.product((0, 1), repeat=4)
+        )
+        < tolerance
+    )

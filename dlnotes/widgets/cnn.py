@@ -204,6 +204,7 @@ def deepwalk_training() -> widgets.VBox:
             title=f"after {epochs} epochs: mean cosine within {within:.2f}, across {across:.2f}",
         )
         ax.legend()
+        fig.subplots_adjust(left=0.16)  # room for the widest tick labels
         return fig
 
     return interactive_figure(

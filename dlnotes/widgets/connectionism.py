@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 from sklearn.datasets import make_blobs
 
 from ..connectionism import (
@@ -30,7 +31,7 @@ def perceptron_vs_max_margin() -> widgets.VBox:
         c = separation / 2
         X, labels = make_blobs(n_samples=60, centers=[(-c, -c), (c, c)], cluster_std=0.8, random_state=0)
         y = 2 * labels - 1
-        fig, ax = plt.subplots(figsize=(7.5, 4.5))
+        fig, ax = plt.subplots(figsize=(8, 4.5))  # the legend beside the square axes
         ax.scatter(*X[y < 0].T, marker="o", label="y = -1")
         ax.scatter(*X[y > 0].T, marker="s", label="y = +1")
         grid = np.linspace(X.min() - 1, X.max() + 1, 2)
@@ -116,29 +117,35 @@ def cover_phase_transition() -> widgets.VBox:
 
 @widget
 def hopfield_recall() -> widgets.VBox:
-    """Hopfield recall of binarised digit prototypes: number of stored patterns and noise level (01.20)."""
+    """Hopfield recall of binarised digit prototypes: number of stored patterns and noise level (01.20). One
+    figure, its images updated for each setting."""
     prototypes = digit_prototypes((0, 1, 7, 4, 3, 2))
+    fig = Figure(figsize=(1.2 * len(prototypes), 4))
+    axes = fig.subplots(3, len(prototypes))
+    images = np.array(
+        [[ax.imshow(np.ones((8, 8)), cmap="gray_r", vmin=-1, vmax=1) for ax in row] for row in axes]
+    )
+    for ax in axes.flat:
+        ax.set(xticks=[], yticks=[])
+    for ax, label in zip(axes[:, 0], ("stored", "corrupted", "recalled"), strict=True):
+        ax.set_ylabel(label)
 
-    def draw(patterns: int, noise: float) -> plt.Figure:
+    def draw(patterns: int, noise: float) -> Figure:
         rng = check_rng(0)
         P = prototypes[:patterns]
         W = hopfield_hebbian(P)
-        fig, axes = plt.subplots(3, len(prototypes), figsize=(1.2 * len(prototypes), 4))
         for t, column in enumerate(axes.T):
-            for ax in column:
-                ax.set(xticks=[], yticks=[])
-            if t >= patterns:
-                column[0].set_title("not stored", fontsize=8)
-                for ax in column:
-                    ax.axis("off")
-                continue
-            x0 = flip_bits(P[t], round(noise * P.shape[1]), rng)
-            x = hopfield_run(x0, W, rng=rng).x
-            for ax, state in zip(column, (P[t], x0, x), strict=True):
-                ax.imshow(state.reshape(8, 8), cmap="gray_r")
-            column[2].set_xlabel("✔" if np.array_equal(x, P[t]) else "✘")
-        for ax, label in zip(axes[:, 0], ("stored", "corrupted", "recalled"), strict=True):
-            ax.set_ylabel(label)
+            stored = t < patterns
+            states = (np.ones(64),) * 3
+            if stored:
+                x0 = flip_bits(P[t], round(noise * P.shape[1]), rng)
+                states = (P[t], x0, hopfield_run(x0, W, rng=rng).x)
+            for ax, image, state in zip(column, images[:, t], states, strict=True):
+                ax.set_frame_on(stored)
+                image.set_data(state.reshape(8, 8))
+                image.set_visible(stored)
+            column[0].set_title("" if stored else "not stored", fontsize=8)
+            column[2].set_xlabel(("✔" if np.array_equal(states[2], P[t]) else "✘") if stored else "")
         return fig
 
     return interactive_figure(

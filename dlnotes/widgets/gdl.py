@@ -72,7 +72,7 @@ def deep_sets_explorer() -> widgets.VBox:
                 fontsize=10,
             )
         fig.suptitle(f"test set {test_set}: true sum of labels {test.y[s]:.0f}")
-        fig.subplots_adjust(left=0.2)
+        fig.subplots_adjust(left=0.21)
         return fig
 
     return interactive_figure(

@@ -56,7 +56,7 @@ def activation_depth_explorer() -> widgets.VBox:
         ax.set(
             xlabel="layer $l$",
             ylabel="RMS (log scale)",
-            title=f"{scheme}, {activation}: layer {depth} forward {stats.forward[-1]:.2g}, "
+            title=f"{scheme}, {activation}\nlayer {depth} forward {stats.forward[-1]:.2g}, "
             f"layer 1 backward {stats.backward[0]:.2g}",
         )
         ax.legend(loc="best", fontsize=9)
