@@ -171,7 +171,8 @@ def _to(batch, dev: torch.device):
     if isinstance(batch, torch.Tensor):
         return batch.to(dev)
     if isinstance(batch, tuple | list):
-        return type(batch)(_to(item, dev) for item in batch)
+        items = [_to(item, dev) for item in batch]
+        return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)  # NamedTuple or not
     return batch
 
 
@@ -210,7 +211,10 @@ def train_steps(
     total = check_int(steps, "steps", 1) if steps is not None else _length(batches)
     dev, was_training = model_device(model), model.training
     losses = []
-    bar = progress_bar(itertools.islice(batches, total), total=total, desc=desc, enabled=progress)
+    # one iterator, run to its end unless `steps` says otherwise: a DataLoader draws its order when an iterator is
+    # made and again after its last batch, so a second iterator or an unfinished one changes the next epoch's order
+    batches = iter(batches) if steps is None else itertools.islice(batches, total)
+    bar = progress_bar(batches, total=total, desc=desc, enabled=progress)
     try:
         for batch in bar:
             batch = _to(batch, dev)

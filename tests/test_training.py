@@ -287,6 +287,23 @@ def test_train_steps_is_the_textbook_loop_with_transform_clipping_and_schedule()
         assert torch.allclose(a, b, atol=1e-7)
 
 
+def test_train_steps_takes_a_loaders_batches_in_the_order_a_plain_loop_does():
+    """Epoch after epoch: an extra iterator, or one not run to its end, would change the loader's next order."""
+    X, y = np.zeros((50, 1)), np.arange(50)
+    reference = make_loader(X, y, batch_size=8, rng=1)
+    plain = [yb.tolist() for _ in range(3) for _, yb in reference]
+    seen, model = [], torch.nn.Linear(1, 1)
+    loader = make_loader(X, y, batch_size=8, rng=1)
+
+    def loss(model, batch):
+        seen.append(batch[1].tolist())
+        return model(batch[0]).sum()
+
+    for _ in range(3):
+        train_steps(model, loss, torch.optim.SGD(model.parameters(), lr=0.0), loader, progress=False)
+    assert seen == plain
+
+
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_training_and_evaluation_leave_the_model_in_the_mode_it_came_in(mode):
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5))
