@@ -352,9 +352,8 @@ def hopfield_is_fixed_point(x, W, b=None) -> np.ndarray:
 
 class HopfieldRun(NamedTuple):
     x: np.ndarray  # the final state (n,)
-    states: (
-        np.ndarray
-    )  # x0, then the state after every update (async: every single-unit update; sync: every step)
+    # x0, then the state after every update (async: every single-unit update; sync: every step)
+    states: np.ndarray
     energies: np.ndarray  # E of each of `states`, computed from the states with hopfield_energy
 
 

@@ -1,13 +1,17 @@
-"""Text as data, shared by the chapters on embeddings, recurrent networks and transformers: words, vocabularies."""
+"""Text as data, shared by the chapters on embeddings, recurrent networks and transformers: words, vocabularies,
+token ids, random strings of tokens, and what a language model returns."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import NamedTuple
 
 import numpy as np
+import torch
 
-from .validation import check_int
+from .training import to_numpy
+from .validation import check_int, check_rng
 
 
 def tokenize(text: str) -> list[str]:
@@ -17,10 +21,71 @@ def tokenize(text: str) -> list[str]:
     return re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower())
 
 
-def build_vocab(tokens, min_count: int = 5) -> tuple[list[str], np.ndarray]:
-    """Tokens (words, characters, ...) occurring at least `min_count` times, most frequent first (ties in
-    alphabetical order), and their counts."""
+class Vocabulary(NamedTuple):
+    tokens: list[str]  # the special tokens, then the others, most frequent first: token k has the id k
+    counts: np.ndarray  # how often each of them occurs in the text, (len(tokens),) int64
+
+
+def build_vocab(tokens, min_count: int = 5, size: int | None = None, specials=()) -> Vocabulary:
+    """The vocabulary of a text given as tokens (words, characters, ...): the `specials` first (ids 0, 1, ...,
+    e.g. ``("[UNK]", "[MASK]")``), then the other tokens occurring at least `min_count` times, most frequent
+    first (ties in alphabetical order), at most `size` of them (None: all); with their counts in the text."""
     min_count = check_int(min_count, "min_count", 1)
+    size = None if size is None else check_int(size, "size", 1)
+    if isinstance(specials, str) or not all(isinstance(s, str) for s in specials):
+        raise TypeError(f"specials must be a sequence of str, e.g. ('[UNK]',), got {specials!r}")
     counts = Counter(tokens)
-    words = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
-    return words, np.array([counts[w] for w in words], dtype=np.int64)
+    words = sorted(
+        (w for w, c in counts.items() if c >= min_count and w not in specials), key=lambda w: (-counts[w], w)
+    )
+    vocabulary = list(specials) + words[:size]
+    return Vocabulary(vocabulary, np.array([counts[w] for w in vocabulary], dtype=np.int64))
+
+
+def check_tokens(
+    x, name: str, vocab: int, length: int | None = None, max_length: int | None = None
+) -> torch.Tensor:
+    """Token ids (batch, length) as an int64 tensor, each in 0..vocab-1, from a tensor or an array; `length`
+    fixes the number of columns, `max_length` bounds it."""
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.ascontiguousarray(x))
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids, got dtype {t.dtype}")
+    columns = (
+        str(length) if length is not None else "length" if max_length is None else f"length <= {max_length}"
+    )
+    if (
+        t.ndim != 2
+        or t.numel() == 0
+        or (length is not None and t.shape[1] != length)
+        or (max_length is not None and t.shape[1] > max_length)
+    ):
+        raise ValueError(f"{name} must have shape (batch, {columns}), got {tuple(t.shape)}")
+    if (t < 0).any() or (t >= vocab).any():
+        raise ValueError(f"{name} must hold token ids in 0..{vocab - 1}, got {int(t.min())}..{int(t.max())}")
+    return t.long()
+
+
+def random_strings(n: int, length: int, vocab: int, rng=None, exclude=None) -> np.ndarray:
+    """`n` strings of `length` symbols drawn uniformly from 0..vocab-1, (n, length) int64; the strings may
+    repeat each other, but none is a row of `exclude` (token ids (N', length): the training strings when a
+    held-out set is drawn)."""
+    n, length = check_int(n, "n", 1), check_int(length, "length", 1)
+    vocab, rng = check_int(vocab, "vocab", 2), check_rng(rng)
+    if exclude is None:
+        return rng.integers(vocab, size=(n, length))
+    seen = {row.tobytes() for row in to_numpy(check_tokens(exclude, "exclude", vocab, length))}
+    if len(seen) >= vocab**length:
+        raise ValueError(f"exclude holds all {vocab}^{length} strings: nothing is left to draw")
+    rows: list[np.ndarray] = []
+    while len(rows) < n:  # draw in rounds of 2n, keep the new strings in the order drawn
+        rows += [row for row in rng.integers(vocab, size=(2 * n, length)) if row.tobytes() not in seen]
+    return np.array(rows[:n])
+
+
+class LMOutput(NamedTuple):
+    """What a language model returns for token ids (B, T): the logits, and for a recurrent model its states."""
+
+    # (B, T, vocab): scores of the token at each position (the next one for a causal model)
+    logits: torch.Tensor
+    Z: torch.Tensor | None = None  # hidden states z_t of a recurrent model, (B, T, m)
+    state: tuple | None = None  # a recurrent model's last state (z_T, C_T), to continue from

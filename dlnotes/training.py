@@ -10,6 +10,7 @@ the loss compares the model's output with its input (autoencoders).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import random
@@ -144,6 +145,18 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return parameter.device if parameter is not None else torch.device("cpu")
 
 
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module):
+    """``with eval_mode(model):`` the model in eval mode (dropout off, batch norm's running statistics) inside
+    the block, and back in the mode it came in after it."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
 class _NotebookBar(notebook_tqdm):
     """tqdm's notebook widget whose saved text is the finished bar: the text a notebook keeps beside a widget
     (what GitHub's preview and plain nbconvert show) is otherwise the bar's first state, "0%| 0/300"."""
@@ -215,13 +228,13 @@ def train_steps(
     # made and again after its last batch, so a second iterator or an unfinished one changes the next epoch's order
     batches = iter(batches) if steps is None else itertools.islice(batches, total)
     bar = progress_bar(batches, total=total, desc=desc, enabled=progress)
+    model.train()
     try:
         for batch in bar:
             batch = _to(batch, dev)
             if transform is not None:
-                model.eval()
-                batch = transform(model, batch)
-            model.train()
+                with eval_mode(model):
+                    batch = transform(model, batch)
             value = loss(model, batch)
             optimizer.zero_grad()
             value.backward()
@@ -307,17 +320,16 @@ def evaluate(model: torch.nn.Module, loader, metrics: dict[str, Callable] | None
     """
     if not metrics:
         raise ValueError('metrics must name at least one function, e.g. {"accuracy": accuracy}')
-    dev, was_training = model_device(model), model.training
+    dev = model_device(model)
     sums, total = dict.fromkeys(metrics, 0.0), 0
-    model.eval()
-    for batch in loader:
-        X, target = _inputs_targets(_to(batch, dev))
-        output = model(X)
-        for name, metric in metrics.items():
-            value = metric(output, target)
-            sums[name] += (value.item() if isinstance(value, torch.Tensor) else float(value)) * len(X)
-        total += len(X)
-    model.train(was_training)
+    with eval_mode(model):
+        for batch in loader:
+            X, target = _inputs_targets(_to(batch, dev))
+            output = model(X)
+            for name, metric in metrics.items():
+                value = metric(output, target)
+                sums[name] += (value.item() if isinstance(value, torch.Tensor) else float(value)) * len(X)
+            total += len(X)
     if total == 0:
         raise ValueError("loader must yield at least one example, got an empty loader")
     return {name: value / total for name, value in sums.items()}

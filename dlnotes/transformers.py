@@ -1,4 +1,8 @@
-"""Chapter 06 — attention and transformers.
+"""Chapter 06 — attention and transformers, in the order of the chapter's notebooks: 6.1 attention (01_attention),
+6.2 positions, blocks and cost (02_positions_blocks), 6.3 encoder–decoder transformers (03_translation), 6.3
+pre-training: ELMo, BERT and GPT (04_pretraining), 6.4 the vision transformer (05_vision_transformer). The
+training loops are `training.train_steps`; chapter 05's `rnn.seq2seq.train_seq2seq` and
+`rnn.language.train_char_lm` train this chapter's translator and GPT too.
 
 Conventions: rows are tokens, a sequence is an array (T, d) (a batch (B, T, d)); attention weights A (T_q, T_k)
 with rows that sum to 1.
@@ -7,17 +11,16 @@ with rows that sum to 1.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from .activations import softmax
-from .training import model_device, to_numpy
+from .text import LMOutput, check_tokens, random_strings
+from .training import model_device, to_numpy, train_steps
 from .validation import (
     check_array,
     check_callable,
@@ -396,20 +399,9 @@ def make_translation_task(n: int, length: int, rng=None, exclude=None) -> Transl
     target id is not the digit it stands for: the model has to learn the word of each digit *and* where to
     look. `exclude` (an array (N', length) of source ids) lists strings that must not be drawn, e.g. the
     training strings when a held-out set is made."""
-    n, length, rng = check_int(n, "n", 1), check_int(length, "length", 1), check_rng(rng)
     target_vocab = tuple(sorted(NUMBER_WORDS))
     word_id = np.array([target_vocab.index(w) for w in NUMBER_WORDS])  # digit -> id of its word
-    if exclude is None:
-        X = rng.integers(10, size=(n, length))
-    else:
-        exclude = check_array(exclude, "exclude", (None, length), dtype=np.int64)
-        seen = {row.tobytes() for row in exclude}
-        if len(seen) >= 10**length:
-            raise ValueError(f"exclude holds all 10^{length} strings: nothing is left to draw")
-        rows: list[np.ndarray] = []
-        while len(rows) < n:
-            rows += [r for r in rng.integers(10, size=(2 * n, length)) if r.tobytes() not in seen]
-        X = np.array(rows[:n])
+    X = random_strings(n, length, 10, rng, exclude)
     return TranslationTask(X, word_id[X[:, ::-1]], tuple("0123456789"), target_vocab)
 
 
@@ -456,9 +448,8 @@ class DecoderBlock(nn.Module):
 
 class TransformerDecoded(NamedTuple):
     tokens: torch.Tensor  # the greedy output (batch, n)
-    attention: (
-        torch.Tensor
-    )  # cross-attention weights of the last decoder block, mean over heads (batch, n, m)
+    # cross-attention weights of the last decoder block, mean over heads (batch, n, m)
+    attention: torch.Tensor
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -497,18 +488,7 @@ class Seq2SeqTransformer(nn.Module):
         self.output = nn.Linear(d, vocab)
 
     def _tokens(self, x, name: str) -> torch.Tensor:
-        t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.ascontiguousarray(x))
-        if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-            raise TypeError(f"{name} must hold integer token ids, got dtype {t.dtype}")
-        if t.ndim != 2 or t.numel() == 0 or t.shape[1] > self.max_len:
-            raise ValueError(
-                f"{name} must have shape (batch, length <= {self.max_len}), got {tuple(t.shape)}"
-            )
-        if (t < 0).any() or (t >= self.vocab).any():
-            raise ValueError(
-                f"{name} must hold token ids in 0..{self.vocab - 1}, got {int(t.min())}..{int(t.max())}"
-            )
-        return t.long().to(self.output.weight.device)
+        return check_tokens(x, name, self.vocab, max_length=self.max_len).to(self.output.weight.device)
 
     def encode(self, x) -> torch.Tensor:
         """The encoded source (batch, m, d): embeddings + positions, the encoder blocks, the final LayerNorm."""
@@ -615,15 +595,6 @@ def _check_token_tensor(ids, vocab_size: int, name: str) -> torch.Tensor:
     return ids
 
 
-def word_vocabulary(tokens, size: int, specials=("[UNK]", "[MASK]")) -> list[str]:
-    """The special tokens (ids 0, 1, ...) followed by the `size` most frequent words of `tokens` (ties
-    alphabetical)."""
-    size = check_int(size, "size", 1)
-    counts = Counter(tokens)
-    words = sorted((w for w in counts if w not in specials), key=lambda w: (-counts[w], w))
-    return list(specials) + words[:size]
-
-
 def encode_words(tokens, vocabulary, unk: str = "[UNK]") -> np.ndarray:
     """The ids (len(tokens),) of the words in `vocabulary`; a word outside it gets the id of `unk`."""
     index = {w: k for k, w in enumerate(vocabulary)}
@@ -665,10 +636,6 @@ def mask_tokens(ids, mask_id: int, vocab_size: int, *, rate: float = 0.15, n_spe
     inputs[randomised] = rng.integers(n_special, vocab_size, randomised.sum())
     targets = np.where(selected, ids, -100)
     return MaskedTokens(inputs, targets, masked, randomised, kept)
-
-
-class LMOutput(NamedTuple):
-    logits: torch.Tensor  # (B, T, vocab)
 
 
 class TinyTransformerLM(nn.Module):
@@ -748,38 +715,48 @@ def train_mlm(
     seq_len: int | None = None,
     batch_size: int = 32,
     lr: float = 3e-3,
-    clip: float = 1.0,
+    clip_grad_norm: float | None = 1.0,
     rng=None,
+    progress: bool = True,
 ) -> np.ndarray:
-    """The masked-token objective: `steps` Adam updates on random windows of `ids` (seq_len, default the
-    model's T), each corrupted by `mask_tokens`; the loss is the mean cross-entropy at the selected positions,
-    the gradient norm clipped to `clip`. Returns the training loss of every step, in nats."""
+    """The masked-token objective by `training.train_steps`: `steps` Adam updates, each on `batch_size` random
+    windows of `ids` (seq_len tokens, default the model's T) corrupted by `mask_tokens`; the loss is the mean
+    cross-entropy ``-mean log p(x_t | corrupted window)`` over the selected positions t, the gradient norm
+    clipped to `clip_grad_norm` (None: not clipped). Returns the training loss of every step, in nats; the
+    model is left in the mode it came in."""
     ids = check_labels(ids, "ids", n_classes=model.vocab_size)
     steps, batch_size = check_int(steps, "steps", 1), check_int(batch_size, "batch_size", 1)
     seq_len = check_int(model.T if seq_len is None else seq_len, "seq_len", 1, model.T)
-    lr, clip, rng = check_positive(lr, "lr"), check_positive(clip, "clip"), check_rng(rng)
+    lr, rng = check_positive(lr, "lr"), check_rng(rng)
     if len(ids) < seq_len:
         raise ValueError(f"ids must hold at least seq_len = {seq_len} tokens, got {len(ids)}")
-    dev = model_device(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    losses = np.zeros(steps)
-    model.train()
-    for step in tqdm(range(steps), desc="training", leave=False):
-        starts = rng.integers(0, len(ids) - seq_len + 1, batch_size)
-        window = ids[starts[:, None] + np.arange(seq_len)]  # (batch_size, seq_len)
-        corrupted = mask_tokens(window, mask_id, model.vocab_size, rate=rate, n_special=n_special, rng=rng)
-        selected = torch.as_tensor(corrupted.targets >= 0, device=dev)
-        hidden = model.encode(torch.as_tensor(corrupted.inputs, device=dev))
+
+    def corrupted_windows():  # (inputs, targets), each (batch_size, seq_len), per step
+        while True:
+            starts = rng.integers(0, len(ids) - seq_len + 1, batch_size)
+            window = ids[starts[:, None] + np.arange(seq_len)]
+            corrupted = mask_tokens(
+                window, mask_id, model.vocab_size, rate=rate, n_special=n_special, rng=rng
+            )
+            yield torch.as_tensor(corrupted.inputs), torch.as_tensor(corrupted.targets)
+
+    def loss(model, batch):
+        inputs, targets = batch
+        selected = targets >= 0
         # the output layer only at the selected positions: the others carry no loss
-        logits = model.head(hidden[selected])
-        loss = F.cross_entropy(logits, torch.as_tensor(corrupted.targets, device=dev)[selected])
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
-        losses[step] = loss.item()
-    model.eval()
-    return losses
+        return F.cross_entropy(model.head(model.encode(inputs)[selected]), targets[selected])
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    return train_steps(
+        model,
+        loss,
+        optimizer,
+        corrupted_windows(),
+        steps,
+        clip_grad_norm=clip_grad_norm,
+        progress=progress,
+        desc="training",
+    )
 
 
 class MLMScore(NamedTuple):

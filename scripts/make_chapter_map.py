@@ -21,8 +21,12 @@ def chapters() -> list[dict]:
 
 
 def draw(path: Path = OUT) -> None:
-    plt.rcParams["svg.fonttype"] = "path"
-    plt.rcParams["svg.hashsalt"] = "dlnotes"  # the same file for the same map
+    """The map in matplotlib's own style, whatever style is in use: the same file for the same chapters."""
+    with plt.style.context("default"), plt.rc_context({"svg.fonttype": "path", "svg.hashsalt": "dlnotes"}):
+        _draw(path)
+
+
+def _draw(path: Path) -> None:
     fig, ax = plt.subplots(figsize=(12, 4))
     boxes = {}
     for chapter in chapters():

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from dlnotes import gdl
 from dlnotes.data import load_karate_club
+from dlnotes.gdl.graphs import GCN, GCNLayer, gcn_norm_adj, graph_matrices, message_passing, train_gcn
+from dlnotes.gdl.symmetry import check_equivariant
 
 from conftest import bad_input_test
 
@@ -18,7 +19,7 @@ A_KARATE = nx.to_numpy_array(G_KARATE, weight=None)
 
 
 def test_graph_matrices_karate_against_networkx():
-    A, D = gdl.graph_matrices(G_KARATE)
+    A, D = graph_matrices(G_KARATE)
     nodes = list(G_KARATE.nodes)
     for i, j in G_KARATE.edges:
         assert A[nodes.index(i), nodes.index(j)] == A[nodes.index(j), nodes.index(i)] == 1
@@ -29,13 +30,13 @@ def test_graph_matrices_karate_against_networkx():
 
 def test_graph_matrices_keeps_node_order():
     G = nx.Graph([("c", "a"), ("a", "b")])  # nodes in insertion order c, a, b
-    A, D = gdl.graph_matrices(G)
+    A, D = graph_matrices(G)
     assert np.array_equal(A, [[0, 1, 0], [1, 0, 1], [0, 1, 0]])
     assert np.array_equal(np.diag(D), [1, 2, 1])
 
 
 def test_gcn_norm_adj_elementwise_and_spectrum():
-    A_bar = gdl.gcn_norm_adj(A_KARATE)
+    A_bar = gcn_norm_adj(A_KARATE)
     d = A_KARATE.sum(1)
     M = len(A_KARATE)
     ref = np.array(
@@ -52,7 +53,7 @@ def test_gcn_norm_adj_elementwise_and_spectrum():
 def test_gcn_norm_adj_isolated_node_keeps_itself():
     A = np.zeros((3, 3))
     A[0, 1] = A[1, 0] = 1
-    A_bar = gdl.gcn_norm_adj(A)
+    A_bar = gcn_norm_adj(A)
     assert A_bar[2, 2] == 1 and A_bar[0, 1] == pytest.approx(0.5)
 
 
@@ -81,11 +82,11 @@ def test_message_passing_against_loop_numpy_and_torch(aggregate):
         return np.concatenate([Z, H], axis=1) ** 2
 
     ref = loop_message_passing(X, A, psi, aggregate, phi)
-    out = gdl.message_passing(X, A, psi, aggregate, phi)
+    out = message_passing(X, A, psi, aggregate, phi)
     np.testing.assert_allclose(out, ref, atol=1e-12)
     assert np.all(out[5, 3:] == 0)
     Wt = torch.tensor(W)
-    out_t = gdl.message_passing(
+    out_t = message_passing(
         torch.tensor(X),
         torch.tensor(A),
         lambda Z: torch.tanh(Z @ Wt),
@@ -94,37 +95,37 @@ def test_message_passing_against_loop_numpy_and_torch(aggregate):
     )
     assert isinstance(out_t, torch.Tensor)
     np.testing.assert_allclose(out_t.numpy(), ref, atol=1e-12)
-    assert gdl.check_equivariant(lambda Z, B: gdl.message_passing(Z, B, psi, aggregate, phi), X, A, rng=1)
+    assert check_equivariant(lambda Z, B: message_passing(Z, B, psi, aggregate, phi), X, A, rng=1)
 
 
 def test_message_passing_max_gradient_flows_to_the_maximum():
     X = torch.tensor([[1.0], [3.0], [2.0]], requires_grad=True)
     A = torch.tensor([[0.0, 1, 1], [1, 0, 0], [1, 0, 0]])
-    gdl.message_passing(X, A, lambda Z: Z, "max")[0].sum().backward()
+    message_passing(X, A, lambda Z: Z, "max")[0].sum().backward()
     assert X.grad.tolist() == [[0.0], [1.0], [0.0]]
 
 
 def test_gcn_layer_against_numpy():
     torch.manual_seed(0)
-    layer = gdl.GCNLayer(3, 5, bias=True)
+    layer = GCNLayer(3, 5, bias=True)
     with torch.no_grad():
         layer.b.normal_()
     X = rng.normal(size=(34, 3))
-    A_bar = gdl.gcn_norm_adj(A_KARATE)
+    A_bar = gcn_norm_adj(A_KARATE)
     W, b = layer.W.detach().double().numpy(), layer.b.detach().double().numpy()
     ref = np.maximum(A_bar @ X @ W + b, 0)
     out = layer(torch.tensor(X), torch.tensor(A_bar))
     np.testing.assert_allclose(out.detach().numpy(), ref, atol=1e-12)
-    linear = gdl.GCNLayer(3, 5, activation=None)
+    linear = GCNLayer(3, 5, activation=None)
     out_lin = linear(torch.tensor(X), torch.tensor(A_bar)).detach().numpy()
     np.testing.assert_allclose(out_lin, A_bar @ X @ linear.W.detach().double().numpy(), atol=1e-12)
 
 
 def test_gcn_equivariant_and_two_layer_formula():
     torch.manual_seed(1)
-    model = gdl.GCN(4, 8, 3).double().eval()
+    model = GCN(4, 8, 3).double().eval()
     X = rng.normal(size=(34, 4))
-    A_bar = gdl.gcn_norm_adj(A_KARATE)
+    A_bar = gcn_norm_adj(A_KARATE)
     W0, W1 = (layer.W.detach().numpy() for layer in (model.layer1, model.layer2))
     ref = A_bar @ np.maximum(A_bar @ X @ W0, 0) @ W1
     with torch.no_grad():
@@ -132,56 +133,59 @@ def test_gcn_equivariant_and_two_layer_formula():
 
     def f(Z, B):
         with torch.no_grad():
-            return model(Z, torch.tensor(gdl.gcn_norm_adj(B.numpy())))
+            return model(Z, torch.tensor(gcn_norm_adj(B.numpy())))
 
-    assert gdl.check_equivariant(f, torch.tensor(X), torch.tensor(A_KARATE), rng=2)
+    assert check_equivariant(f, torch.tensor(X), torch.tensor(A_KARATE), rng=2)
 
 
 def test_train_gcn_karate_one_label_per_club():
     torch.manual_seed(0)
-    result = gdl.train_gcn(np.eye(34), A_KARATE, Y_KARATE, [0, 33])
+    result = train_gcn(np.eye(34), A_KARATE, Y_KARATE, [0, 33])
     assert result.accuracy > 0.9
     assert result.losses[-1] < result.losses[0]
     rest = np.setdiff1d(np.arange(34), [0, 33])
     assert result.accuracy == pytest.approx(np.mean(result.predicted[rest] == Y_KARATE[rest]))
     np.testing.assert_allclose(result.proba.sum(1), 1, atol=1e-6)
+    assert not result.model.training  # returned in eval mode, on dlnotes.training.device()
+    dev = next(result.model.parameters()).device
     with torch.no_grad():
-        logits = result.model(torch.eye(34), torch.tensor(gdl.gcn_norm_adj(A_KARATE), dtype=torch.float32))
-    assert np.array_equal(result.predicted, logits.argmax(1).numpy())
+        A_bar = torch.tensor(gcn_norm_adj(A_KARATE), dtype=torch.float32, device=dev)
+        logits = result.model(torch.eye(34, device=dev), A_bar)
+    assert np.array_equal(result.predicted, logits.argmax(1).cpu().numpy())
 
 
 X3 = np.ones((3, 2))
 A3 = np.array([[0.0, 1, 0], [1, 0, 1], [0, 1, 0]])
 
 BAD_INPUT = [  # (call, error, message)
-    (lambda: gdl.graph_matrices(A3), TypeError, "networkx.Graph"),
-    (lambda: gdl.graph_matrices(nx.DiGraph([(0, 1)])), TypeError, "undirected"),
-    (lambda: gdl.graph_matrices(nx.Graph()), ValueError, "at least one node"),
-    (lambda: gdl.graph_matrices(nx.Graph([(0, 0), (0, 1)])), ValueError, "self-loops"),
-    (lambda: gdl.gcn_norm_adj(np.ones((2, 3))), ValueError, "square"),
-    (lambda: gdl.gcn_norm_adj(np.triu(A3)), ValueError, "symmetric"),
-    (lambda: gdl.gcn_norm_adj(A3 + np.eye(3)), ValueError, "zero diagonal"),
-    (lambda: gdl.gcn_norm_adj(2 * A3), ValueError, "only 0 and 1"),
-    (lambda: gdl.message_passing(X3, A3, "tanh"), TypeError, "psi must be callable"),
-    (lambda: gdl.message_passing(X3, A3, np.tanh, "min"), ValueError, "aggregate must be one of"),
-    (lambda: gdl.message_passing(X3, A3, np.tanh, phi=1), TypeError, "phi must be callable"),
-    (lambda: gdl.message_passing(X3, np.ones((2, 2)), np.tanh), ValueError, r"A must have shape (3, 3)"),
-    (lambda: gdl.message_passing(torch.ones(3, 2), A3, torch.tanh), TypeError, "both"),
-    (lambda: gdl.message_passing(X3, -A3, np.tanh), ValueError, "non-negative"),
-    (lambda: gdl.message_passing(X3, A3, lambda Z: Z[:2]), ValueError, "psi must map"),
-    (lambda: gdl.GCNLayer(0, 3), ValueError, "F_in"),
-    (lambda: gdl.GCNLayer(2, 3, activation="relu"), TypeError, "activation must be callable"),
-    (lambda: gdl.GCNLayer(2, 3)(torch.ones(3, 4), torch.eye(3)), ValueError, r"X must have shape (M, 2)"),
+    (lambda: graph_matrices(A3), TypeError, "networkx.Graph"),
+    (lambda: graph_matrices(nx.DiGraph([(0, 1)])), TypeError, "undirected"),
+    (lambda: graph_matrices(nx.Graph()), ValueError, "at least one node"),
+    (lambda: graph_matrices(nx.Graph([(0, 0), (0, 1)])), ValueError, "self-loops"),
+    (lambda: gcn_norm_adj(np.ones((2, 3))), ValueError, "square"),
+    (lambda: gcn_norm_adj(np.triu(A3)), ValueError, "symmetric"),
+    (lambda: gcn_norm_adj(A3 + np.eye(3)), ValueError, "zero diagonal"),
+    (lambda: gcn_norm_adj(2 * A3), ValueError, "only 0 and 1"),
+    (lambda: message_passing(X3, A3, "tanh"), TypeError, "psi must be callable"),
+    (lambda: message_passing(X3, A3, np.tanh, "min"), ValueError, "aggregate must be one of"),
+    (lambda: message_passing(X3, A3, np.tanh, phi=1), TypeError, "phi must be callable"),
+    (lambda: message_passing(X3, np.ones((2, 2)), np.tanh), ValueError, r"A must have shape (3, 3)"),
+    (lambda: message_passing(torch.ones(3, 2), A3, torch.tanh), TypeError, "both"),
+    (lambda: message_passing(X3, -A3, np.tanh), ValueError, "non-negative"),
+    (lambda: message_passing(X3, A3, lambda Z: Z[:2]), ValueError, "psi must map"),
+    (lambda: GCNLayer(0, 3), ValueError, "F_in"),
+    (lambda: GCNLayer(2, 3, activation="relu"), TypeError, "activation must be callable"),
+    (lambda: GCNLayer(2, 3)(torch.ones(3, 4), torch.eye(3)), ValueError, r"X must have shape (M, 2)"),
     (
-        lambda: gdl.GCNLayer(2, 3)(torch.ones(3, 2), torch.eye(4)),
+        lambda: GCNLayer(2, 3)(torch.ones(3, 2), torch.eye(4)),
         ValueError,
         r"A_bar must have shape (3, 3)",
     ),
-    (lambda: gdl.GCN(2, 4, 1), ValueError, "n_classes"),
-    (lambda: gdl.train_gcn(X3, A3, [0, 1, 0], [0, 5]), ValueError, "labelled"),
-    (lambda: gdl.train_gcn(X3, A3, [0, 1], [0]), ValueError, "y must"),
-    (lambda: gdl.train_gcn(X3, A3, [0, 1, 0], [0, 1, 2]), ValueError, "unlabelled"),
-    (lambda: gdl.train_gcn(X3, A3, [0, 1, 0], [0], lr=0), ValueError, "lr"),
+    (lambda: GCN(2, 4, 1), ValueError, "n_classes"),
+    (lambda: train_gcn(X3, A3, [0, 1, 0], [0, 5]), ValueError, "labelled"),
+    (lambda: train_gcn(X3, A3, [0, 1], [0]), ValueError, "y must"),
+    (lambda: train_gcn(X3, A3, [0, 1, 0], [0, 1, 2]), ValueError, "unlabelled"),
+    (lambda: train_gcn(X3, A3, [0, 1, 0], [0], lr=0), ValueError, "lr"),
 ]
 
 

@@ -4,7 +4,18 @@ import numpy as np
 import pytest
 import torch
 
-from dlnotes import gdl
+from dlnotes.gdl.pointnet import (
+    POINT_CLOUD_SHAPES,
+    MiniPointNet,
+    TNet,
+    make_point_clouds,
+    orthogonality_penalty,
+    random_rotation,
+    sample_surface,
+    segmentation_features,
+    train_pointnet,
+)
+from dlnotes.gdl.symmetry import check_equivariant, check_invariant
 
 from conftest import bad_input_test
 
@@ -13,16 +24,16 @@ from conftest import bad_input_test
 
 def test_random_rotation_is_a_uniform_rotation():
     rng = np.random.default_rng(0)
-    Rs = np.array([gdl.random_rotation(rng) for _ in range(2000)])
+    Rs = np.array([random_rotation(rng) for _ in range(2000)])
     assert np.allclose(Rs @ Rs.transpose(0, 2, 1), np.eye(3), atol=1e-12)
     assert np.allclose(np.linalg.det(Rs), 1)
     assert np.abs(Rs.mean(axis=0)).max() < 0.05  # Haar: E[R] = 0
     assert np.allclose((Rs**2).mean(axis=0), 1 / 3, atol=0.03)  # each entry has variance 1/3
 
 
-@pytest.mark.parametrize("shape", gdl.POINT_CLOUD_SHAPES)
+@pytest.mark.parametrize("shape", POINT_CLOUD_SHAPES)
 def test_sample_surface_lies_on_the_surface(shape):
-    S = gdl.sample_surface(shape, 4000, np.random.default_rng(1))
+    S = sample_surface(shape, 4000, np.random.default_rng(1))
     assert S.shape == (4000, 3)
     if shape == "sphere":
         assert np.allclose(np.linalg.norm(S, axis=1), 1)
@@ -42,15 +53,15 @@ def test_sample_surface_lies_on_the_surface(shape):
 
 def test_make_point_clouds_shapes_labels_and_geometry():
     rng = np.random.default_rng(2)
-    data = gdl.make_point_clouds(30, 64, rng=rng, noise=0.0, scale=(1.0, 1.0))
+    data = make_point_clouds(30, 64, rng=rng, noise=0.0, scale=(1.0, 1.0))
     assert data.X.shape == (30, 64, 3) and data.y.shape == (30,)
     assert np.array_equal(np.bincount(data.y), [10, 10, 10])
     norms = np.linalg.norm(data.X, axis=2)
-    spheres = data.y == gdl.POINT_CLOUD_SHAPES.index("sphere")
+    spheres = data.y == POINT_CLOUD_SHAPES.index("sphere")
     assert np.allclose(norms[spheres], 1)  # a rotation keeps the norms
-    cubes = data.y == gdl.POINT_CLOUD_SHAPES.index("cube")
+    cubes = data.y == POINT_CLOUD_SHAPES.index("cube")
     assert norms[cubes].max() <= np.sqrt(3) + 1e-12 and norms[cubes].min() >= 1 - 1e-12
-    upright = gdl.make_point_clouds(9, 32, rotate=False, noise=0.0, scale=(2.0, 2.0), rng=rng)
+    upright = make_point_clouds(9, 32, rotate=False, noise=0.0, scale=(2.0, 2.0), rng=rng)
     cube = upright.X[upright.y == 1][0]
     assert np.allclose(np.abs(cube).max(axis=1), 2)  # axis-aligned, scaled by 2
 
@@ -63,22 +74,22 @@ def test_orthogonality_penalty_against_singular_values():
     A = rng.normal(size=(5, 4, 4))
     sigma = np.linalg.svd(A, compute_uv=False)
     expected = ((1 - sigma**2) ** 2).sum(axis=1).mean()  # ||I - A A^T||_F^2 = sum_i (1 - sigma_i^2)^2
-    assert np.isclose(gdl.orthogonality_penalty(A), expected)
-    assert np.isclose(gdl.orthogonality_penalty(torch.tensor(A)).item(), expected)
-    assert np.isclose(gdl.orthogonality_penalty(A[0]), ((1 - sigma[0] ** 2) ** 2).sum())
-    assert gdl.orthogonality_penalty(gdl.random_rotation(rng)) < 1e-24
+    assert np.isclose(orthogonality_penalty(A), expected)
+    assert np.isclose(orthogonality_penalty(torch.tensor(A)).item(), expected)
+    assert np.isclose(orthogonality_penalty(A[0]), ((1 - sigma[0] ** 2) ** 2).sum())
+    assert orthogonality_penalty(random_rotation(rng)) < 1e-24
 
 
 def test_segmentation_features_against_torch_and_equivariant():
     rng = np.random.default_rng(4)
     X, W1, b1, W2, b2 = (rng.normal(size=s) for s in [(7, 3), (3, 5), 5, (5, 6), 6])
-    out = gdl.segmentation_features(X, W1, b1, W2, b2)
+    out = segmentation_features(X, W1, b1, W2, b2)
     t = torch.tensor
     H = torch.relu(t(X) @ t(W1) + t(b1))
     g = torch.relu(H @ t(W2) + t(b2)).amax(dim=0)
     assert np.allclose(out, torch.cat([H, g.expand(7, -1)], dim=1).numpy(), atol=1e-12)
-    assert gdl.check_equivariant(lambda Z: gdl.segmentation_features(Z, W1, b1, W2, b2), X)
-    assert gdl.check_invariant(lambda Z: gdl.segmentation_features(Z, W1, b1, W2, b2)[0, 5:], X)
+    assert check_equivariant(lambda Z: segmentation_features(Z, W1, b1, W2, b2), X)
+    assert check_invariant(lambda Z: segmentation_features(Z, W1, b1, W2, b2)[0, 5:], X)
 
 
 # ----------------------------------------------------------------------------- MiniPointNet
@@ -86,19 +97,19 @@ def test_segmentation_features_against_torch_and_equivariant():
 
 @pytest.fixture
 def clouds():
-    return torch.tensor(gdl.make_point_clouds(4, 40, rng=5).X)
+    return torch.tensor(make_point_clouds(4, 40, rng=5).X)
 
 
 def test_tnet_starts_at_the_identity(clouds):
     torch.manual_seed(0)
-    A = gdl.TNet(3, 8).double()(clouds)
+    A = TNet(3, 8).double()(clouds)
     assert A.shape == (4, 3, 3) and torch.equal(A, torch.eye(3, dtype=A.dtype).expand(4, 3, 3))
 
 
 def test_classifier_invariant_and_segmentation_equivariant(clouds):
     torch.manual_seed(1)
-    cls = gdl.MiniPointNet(3, width=16, global_dim=32).double().eval()
-    seg = gdl.MiniPointNet(4, seg=True, width=16, global_dim=32).double().eval()
+    cls = MiniPointNet(3, width=16, global_dim=32).double().eval()
+    seg = MiniPointNet(4, seg=True, width=16, global_dim=32).double().eval()
     for net in (cls, seg):  # perturb the T-Nets' zero-initialised last layers: A != I
         for tnet in (net.input_tnet, net.feature_tnet):
             torch.nn.init.normal_(tnet.head[-1].weight, std=0.1)
@@ -106,16 +117,16 @@ def test_classifier_invariant_and_segmentation_equivariant(clouds):
         assert cls(clouds).shape == (4, 3) and cls(clouds[0]).shape == (3,)
         assert seg(clouds).shape == (4, 40, 4) and seg(clouds[0]).shape == (40, 4)
         assert torch.allclose(cls(clouds)[2], cls(clouds[2]))
-        assert gdl.check_invariant(cls, clouds[0])
-        assert gdl.check_equivariant(seg, clouds[0])
-        assert not gdl.check_invariant(seg, clouds[0])  # a per-point output is not invariant
-        R = torch.tensor(gdl.random_rotation(6))
+        assert check_invariant(cls, clouds[0])
+        assert check_equivariant(seg, clouds[0])
+        assert not check_invariant(seg, clouds[0])  # a per-point output is not invariant
+        R = torch.tensor(random_rotation(6))
         assert (cls(clouds[0] @ R) - cls(clouds[0])).abs().max() > 1e-4  # not rotation-invariant
 
 
 def test_critical_points_determine_the_output(clouds):
     torch.manual_seed(2)
-    net = gdl.MiniPointNet(3, width=16, global_dim=32).double().eval()
+    net = MiniPointNet(3, width=16, global_dim=32).double().eval()
     for tnet in (net.input_tnet, net.feature_tnet):
         torch.nn.init.normal_(tnet.head[-1].weight, std=0.1)
     with torch.no_grad():
@@ -134,55 +145,55 @@ def test_critical_points_determine_the_output(clouds):
 
 def test_train_pointnet_lowers_the_loss():
     torch.manual_seed(3)
-    data = gdl.make_point_clouds(24, 32, rng=7)
-    net = gdl.MiniPointNet(3, width=8, global_dim=16)
-    losses = gdl.train_pointnet(net, data.X, data.y, epochs=15, batch_size=8, lr=1e-2, rng=7, progress=False)
+    data = make_point_clouds(24, 32, rng=7)
+    net = MiniPointNet(3, width=8, global_dim=16)
+    losses = train_pointnet(net, data.X, data.y, epochs=15, batch_size=8, lr=1e-2, rng=7, progress=False)
     assert len(losses) == 15 and losses[-1] < losses[0]
-    seg = gdl.MiniPointNet(2, seg=True, width=8, global_dim=16)
+    seg = MiniPointNet(2, seg=True, width=8, global_dim=16)
     parts = (np.abs(data.X[..., 2]) > 0.5).astype(int)
-    seg_losses = gdl.train_pointnet(seg, data.X, parts, epochs=3, rng=7, progress=False)
+    seg_losses = train_pointnet(seg, data.X, parts, epochs=3, rng=7, progress=False)
     assert len(seg_losses) == 3 and np.isfinite(seg_losses).all()
 
 
 # ----------------------------------------------------------------------------- bad input
 
-NET = gdl.MiniPointNet(3, width=8, global_dim=8)
-SEG = gdl.MiniPointNet(2, seg=True, width=8, global_dim=8)
+NET = MiniPointNet(3, width=8, global_dim=8)
+SEG = MiniPointNet(2, seg=True, width=8, global_dim=8)
 C4 = np.zeros((4, 10, 3))
 BAD_INPUT = [  # (call, error, message)
-    (lambda: gdl.random_rotation(rng=-1), TypeError, "rng must be"),
-    (lambda: gdl.sample_surface("torus", 10), ValueError, "shape must be one of"),
-    (lambda: gdl.sample_surface("cube", 0), ValueError, "n_points must be"),
-    (lambda: gdl.make_point_clouds(0), ValueError, "n must be"),
-    (lambda: gdl.make_point_clouds(5, shapes="cube"), TypeError, "shapes must be a non-empty sequence"),
-    (lambda: gdl.make_point_clouds(5, shapes=("cube", "cone")), ValueError, "shapes must be one of"),
-    (lambda: gdl.make_point_clouds(5, scale=(1.2, 0.8)), ValueError, "low <= high"),
-    (lambda: gdl.make_point_clouds(5, noise=-0.1), ValueError, "noise"),
-    (lambda: gdl.orthogonality_penalty(np.ones((3, 4))), ValueError, r"A must have shape (k, k)"),
-    (lambda: gdl.orthogonality_penalty(torch.ones(3)), ValueError, r"A must have shape (k, k)"),
+    (lambda: random_rotation(rng=-1), TypeError, "rng must be"),
+    (lambda: sample_surface("torus", 10), ValueError, "shape must be one of"),
+    (lambda: sample_surface("cube", 0), ValueError, "n_points must be"),
+    (lambda: make_point_clouds(0), ValueError, "n must be"),
+    (lambda: make_point_clouds(5, shapes="cube"), TypeError, "shapes must be a non-empty sequence"),
+    (lambda: make_point_clouds(5, shapes=("cube", "cone")), ValueError, "shapes must be one of"),
+    (lambda: make_point_clouds(5, scale=(1.2, 0.8)), ValueError, "low <= high"),
+    (lambda: make_point_clouds(5, noise=-0.1), ValueError, "noise"),
+    (lambda: orthogonality_penalty(np.ones((3, 4))), ValueError, r"A must have shape (k, k)"),
+    (lambda: orthogonality_penalty(torch.ones(3)), ValueError, r"A must have shape (k, k)"),
     (
-        lambda: gdl.segmentation_features(
+        lambda: segmentation_features(
             np.ones((5, 2)), np.ones((3, 4)), np.ones(4), np.ones((4, 2)), np.ones(2)
         ),
         ValueError,
         r"X must have shape (any, 3)",
     ),
     (
-        lambda: gdl.segmentation_features(
+        lambda: segmentation_features(
             np.ones((5, 3)), np.ones((3, 4)), np.ones(4), np.ones((5, 2)), np.ones(2)
         ),
         ValueError,
         r"W2 must have shape (4, any)",
     ),
-    (lambda: gdl.TNet(0), ValueError, "k must be"),
-    (lambda: gdl.MiniPointNet(1), ValueError, "n_classes must be"),
+    (lambda: TNet(0), ValueError, "k must be"),
+    (lambda: MiniPointNet(1), ValueError, "n_classes must be"),
     (lambda: NET(torch.ones(5, 2)), ValueError, r"X must have shape (B, M, 3)"),
     (lambda: NET([[0.0, 0.0, 0.0]]), TypeError, "X must be a torch tensor"),
-    (lambda: gdl.train_pointnet("net", C4, np.zeros(4, int)), TypeError, "model must be a MiniPointNet"),
-    (lambda: gdl.train_pointnet(NET, C4, np.zeros(3, int)), ValueError, r"y must have shape (4,)"),
-    (lambda: gdl.train_pointnet(SEG, C4, np.zeros(4, int)), ValueError, r"one label per point"),
-    (lambda: gdl.train_pointnet(NET, C4, np.full(4, 3)), ValueError, "y must hold labels in 0..2"),
-    (lambda: gdl.train_pointnet(NET, C4, np.zeros(4, int), lr=0), ValueError, "lr"),
+    (lambda: train_pointnet("net", C4, np.zeros(4, int)), TypeError, "model must be a MiniPointNet"),
+    (lambda: train_pointnet(NET, C4, np.zeros(3, int)), ValueError, r"y must have shape (4,)"),
+    (lambda: train_pointnet(SEG, C4, np.zeros(4, int)), ValueError, r"one label per point"),
+    (lambda: train_pointnet(NET, C4, np.full(4, 3)), ValueError, "y must hold labels in 0..2"),
+    (lambda: train_pointnet(NET, C4, np.zeros(4, int), lr=0), ValueError, "lr"),
 ]
 
 

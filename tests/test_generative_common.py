@@ -1,17 +1,18 @@
-"""The tools of dlnotes.generative that several sections of chapter 10 use: the Gaussian KL against torch's,
-Gaussian mixtures against scipy, the noise schedules against their defining formulas, the forward process
-against its moments, the exact noise predictor of a mixture against the autograd score of its noised density,
-and the ancestral and DDIM samplers against the moments of a Gaussian they should reproduce."""
+"""dlnotes.generative.common, the tools that several sections of chapter 10 use: the Gaussian KL against torch's,
+Gaussian mixtures against scipy, the masked layer and MADE against their autograd Jacobians, maximum-likelihood
+training (`fit_density`) of a flow, and the unbiased MMD against explicit double sums."""
 
 import math
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from scipy import stats
 from torch.distributions import MultivariateNormal, kl_divergence
+from torch.func import jacrev, vmap
 
-from dlnotes import generative as gen
+from dlnotes.generative import common, flows
 
 from conftest import bad_input_test
 
@@ -31,115 +32,117 @@ def test_gauss_kl_matches_torch_and_the_1d_formula():
             MultivariateNormal(torch.tensor(mu0), torch.tensor(S0)),
             MultivariateNormal(torch.tensor(mu1), torch.tensor(S1)),
         )
-        assert gen.gauss_kl(mu0, S0, mu1, S1) == pytest.approx(float(expected), rel=1e-10)
+        assert common.gauss_kl(mu0, S0, mu1, S1) == pytest.approx(float(expected), rel=1e-10)
     m0, s0, m1, s1 = 0.3, 0.7, -1.1, 1.9
     one_d = math.log(s1 / s0) + (s0**2 + (m0 - m1) ** 2) / (2 * s1**2) - 0.5
-    assert gen.gauss_kl([m0], [[s0**2]], [m1], [[s1**2]]) == pytest.approx(one_d, rel=1e-12)
-    assert gen.gauss_kl(mu0, S0, mu0, S0) == pytest.approx(0, abs=1e-12)
+    assert common.gauss_kl([m0], [[s0**2]], [m1], [[s1**2]]) == pytest.approx(one_d, rel=1e-12)
+    assert common.gauss_kl(mu0, S0, mu0, S0) == pytest.approx(0, abs=1e-12)
 
 
 def three_blobs():
-    return gen.gaussian_mixture([0.2, 0.3, 0.5], [[-2, 0], [2, 0], [0, 2]], np.array([0.1 * np.eye(2)] * 3))
+    return common.gaussian_mixture(
+        [0.2, 0.3, 0.5], [[-2, 0], [2, 0], [0, 2]], np.array([0.1 * np.eye(2)] * 3)
+    )
 
 
 def test_mixture_log_prob_and_samples_match_scipy():
-    gmm = gen.gaussian_mixture(
+    gmm = common.gaussian_mixture(
         [0.3, 0.7], [[0, 1], [2, -1]], np.stack([random_cov(2, rng), random_cov(2, rng)])
     )
     X = rng.normal(size=(50, 2))
     expected = np.log(sum(w * stats.multivariate_normal(m, S).pdf(X) for w, m, S in zip(*gmm, strict=True)))
-    assert np.allclose(gen.mixture_log_prob(gmm, X), expected, rtol=1e-12)
-    x, k = gen.mixture_sample(gmm, 200_000, np.random.default_rng(0))
+    assert np.allclose(common.mixture_log_prob(gmm, X), expected, rtol=1e-12)
+    x, k = common.mixture_sample(gmm, 200_000, np.random.default_rng(0))
     assert abs((k == 1).mean() - 0.7) < 5 * math.sqrt(0.21 / 200_000)
     assert np.allclose(np.cov(x[k == 0].T), gmm.covs[0], atol=0.05)
     assert np.allclose(x[k == 1].mean(0), gmm.means[1], atol=0.02)
 
 
-def test_noise_schedules_follow_their_formulas():
-    lin = gen.noise_schedule(1000)
-    assert lin.T == 1000 and lin.beta[0] == 0 and lin.alpha_bar[0] == 1
-    assert lin.beta[1] == pytest.approx(1e-4) and lin.beta[1000] == pytest.approx(0.02)
-    assert np.allclose(lin.alpha_bar, np.cumprod(1 - lin.beta), rtol=1e-14)
-    cos = gen.noise_schedule(1000, "cosine")
-    f = np.cos((np.arange(1001) / 1000 + 0.008) / 1.008 * np.pi / 2) ** 2
-    assert np.allclose(cos.alpha_bar[:900], f[:900] / f[0], rtol=1e-10)  # unclipped part
-    assert cos.beta.max() == pytest.approx(0.999) and cos.alpha_bar[-1] > 0
+def randomise(module, std=0.5, seed=0):
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, std)
+    return module
 
 
-def test_q_sample_has_the_closed_form_moments():
-    sch = gen.noise_schedule(1000)
-    x0 = np.tile([[1.5, -0.5]], (100_000, 1))
-    for t in (10, 500):
-        xt, eps = gen.q_sample(x0, t, sch, np.random.default_rng(t))
-        assert np.allclose(xt, math.sqrt(sch.alpha_bar[t]) * x0 + math.sqrt(1 - sch.alpha_bar[t]) * eps)
-        se = math.sqrt((1 - sch.alpha_bar[t]) / 100_000)
-        assert np.all(np.abs(xt.mean(0) - math.sqrt(sch.alpha_bar[t]) * x0[0]) < 5 * se)
-        assert np.allclose(xt.var(0), 1 - sch.alpha_bar[t], rtol=0.03)
-    xt, _ = gen.q_sample(x0[:3], np.array([0, 0, 0]), sch, np.random.default_rng(0))
-    assert np.array_equal(xt, x0[:3])  # t = 0 is the data
+def test_masked_linear_is_a_linear_layer_with_the_masked_weight():
+    mask = (rng.random((4, 3)) > 0.5).astype(float)
+    layer = common.MaskedLinear(3, 4, mask).double()
+    x = torch.tensor(rng.normal(size=(5, 3)))
+    expected = F.linear(x, layer.weight * torch.tensor(mask), layer.bias)
+    assert torch.allclose(layer(x), expected, atol=1e-14)
 
 
-def test_mixture_eps_is_minus_root_one_minus_alpha_bar_times_the_score():
-    gmm, sch = three_blobs(), gen.noise_schedule(1000)
-    x = rng.normal(size=(20, 2)) * 2
-    for t in (1, 100, 700):
-        a = sch.alpha_bar[t]
-        xt = torch.tensor(x, requires_grad=True)
-        comps = [
-            MultivariateNormal(torch.tensor(math.sqrt(a) * m), torch.tensor(a * S + (1 - a) * np.eye(2)))
-            for m, S in zip(gmm.means, gmm.covs, strict=True)
-        ]
-        log_q = torch.logsumexp(
-            torch.stack([math.log(w) + c.log_prob(xt) for w, c in zip(gmm.weights, comps, strict=True)]), 0
-        )
-        (score,) = torch.autograd.grad(log_q.sum(), xt)
-        assert np.allclose(gen.mixture_eps(gmm, x, t, sch), -math.sqrt(1 - a) * score.numpy(), atol=1e-9)
+@pytest.mark.parametrize(("d", "hidden", "n_params"), [(5, (16,), 1), (6, (12, 9), 2), (2, (4,), 2)])
+def test_made_output_i_depends_exactly_on_the_inputs_before_i(d, hidden, n_params):
+    made = randomise(common.MADE(d, hidden, n_params=n_params, activation="tanh").double())
+    x = torch.tensor(rng.normal(size=(7, d)))
+    J = vmap(jacrev(lambda v: made(v[None])[0]))(x).detach().numpy()  # (n, n_params, d, d)
+    assert J.shape == (7, n_params, d, d)
+    assert np.abs(np.triu(J)).max() == 0
+    below = np.abs(J).max(axis=(0, 1))[np.tril_indices(d, -1)]
+    assert below.min() > 1e-8  # every earlier input is used
 
 
-def test_samplers_with_the_exact_noise_predictor_reproduce_a_gaussian():
-    m, S = np.array([1.0, -2.0]), np.array([[0.5, 0.2], [0.2, 0.3]])
-    gmm, sch = gen.gaussian_mixture([1.0], [m], [S]), gen.noise_schedule(200, beta_1=5e-4, beta_T=0.1)
+def test_made_degrees_follow_the_rule():
+    degrees = common.made_degrees(4, (5,))
+    assert [list(m) for m in degrees] == [[1, 2, 3, 4], [1, 2, 3, 1, 2], [1, 2, 3, 4]]
 
-    def eps_fn(x, t):
-        return gen.mixture_eps(gmm, x, t, sch)
 
-    n = 20_000
-    x_T = np.random.default_rng(1).standard_normal((n, 2))
-    for x0 in (
-        gen.ddpm_sample(eps_fn, x_T, sch, rng=np.random.default_rng(2)),
-        gen.ddpm_sample(eps_fn, x_T, sch, sigma="beta", rng=np.random.default_rng(2)),
-        gen.ddim_sample(eps_fn, x_T, sch),  # with 50 of the 200 steps the variance shrinks by 10 %
-    ):
-        assert np.allclose(x0.mean(0), m, atol=0.03)
-        assert np.allclose(np.cov(x0.T), S, atol=0.03)
-    # DDIM with eta = 1 on every step is ancestral sampling with sigma_t^2 = beta_tilde, draw for draw
-    ddpm = gen.ddpm_sample(eps_fn, x_T[:100], sch, rng=np.random.default_rng(3))
-    ddim = gen.ddim_sample(eps_fn, x_T[:100], sch, eta=1.0, rng=np.random.default_rng(3))
-    assert np.allclose(ddim, ddpm, atol=1e-10)
-    # eta = 0 is deterministic
-    assert np.array_equal(
-        gen.ddim_sample(eps_fn, x_T[:5], sch, 20), gen.ddim_sample(eps_fn, x_T[:5], sch, 20)
-    )
+def test_fit_density_lowers_the_nll_towards_the_entropy():
+    torch.manual_seed(0)
+    X = rng.normal(size=(600, 2)) * [2.0, 0.5] + [1.0, -1.0]
+    flow = flows.RealNVP(2, n_layers=2, hidden=8)
+    fit = common.fit_density(flow, X, X[:100], epochs=30, batch_size=100, lr=1e-2, rng=0)
+    entropy = 0.5 * np.log(np.linalg.det(2 * math.pi * math.e * np.diag([4.0, 0.25])))
+    assert fit.train_nll.shape == (30,) and fit.val_nll.shape == (30,)
+    assert fit.train_nll[0] > entropy + 0.5 and abs(fit.train_nll[-1] - entropy) < 0.15
+
+
+def test_fit_density_leaves_the_model_in_the_mode_it_came_in():
+    X = rng.normal(size=(40, 2))
+    for training in (True, False):
+        flow = flows.RealNVP(2, n_layers=2, hidden=4).train(training)
+        fit = common.fit_density(flow, X, X[:10], epochs=2, batch_size=16, rng=0, progress=False)
+        assert flow.training == training and fit.train_nll.shape == fit.val_nll.shape == (2,)
+
+
+def test_mmd2_against_the_explicit_double_sums_and_separates_distributions():
+    rng = np.random.default_rng(5)
+    X, Y, h = rng.normal(size=(7, 3)), rng.normal(size=(5, 3)) + 0.5, 0.8
+
+    def k(a, b):
+        return math.exp(-np.sum((a - b) ** 2) / (2 * h * h))
+
+    xx = sum(k(X[i], X[j]) for i in range(7) for j in range(7) if i != j) / (7 * 6)
+    yy = sum(k(Y[i], Y[j]) for i in range(5) for j in range(5) if i != j) / (5 * 4)
+    xy = sum(k(X[i], Y[j]) for i in range(7) for j in range(5)) / 35
+    assert abs(common.mmd2(X, Y, h) - (xx + yy - 2 * xy)) < 1e-12
+    assert abs(common.mmd2(X, Y, h) - common.mmd2(Y, X, h)) < 1e-12
+    same = common.mmd2(rng.normal(size=(500, 2)), rng.normal(size=(500, 2)), 1.0)
+    shifted = common.mmd2(rng.normal(size=(500, 2)), rng.normal(size=(500, 2)) + 1, 1.0)
+    assert abs(same) < 0.01 < 0.1 < shifted
 
 
 BAD_INPUT = [  # (call, error, message)
-    (lambda: gen.gauss_kl([0, 0], np.eye(2), [0], np.eye(1)), ValueError, "mu1 must have shape (2,)"),
-    (lambda: gen.gauss_kl([0], [[-1.0]], [0], [[1.0]]), ValueError, "cov0 must be positive definite"),
-    (lambda: gen.gauss_kl([0, 0], [[1, 0.5], [0, 1]], [0, 0], np.eye(2)), ValueError, "cov0 must be a symmetric"),
-    (lambda: gen.gaussian_mixture([0.5, 0.6], [[0], [1]], np.ones((2, 1, 1))), ValueError, "weights must be positive and sum to 1"),
-    (lambda: gen.gaussian_mixture([1.0], [[0, 1]], np.ones((1, 1, 1))), ValueError, "covs must have shape (1, 2, 2)"),
-    (lambda: gen.mixture_sample(three_blobs(), 0), ValueError, "n must be an int in [1, inf)"),
-    (lambda: gen.mixture_log_prob(three_blobs(), np.ones((3, 3))), ValueError, "X must have shape (any, 2)"),
-    (lambda: gen.noise_schedule(100, "quadratic"), ValueError, "kind must be one of"),
-    (lambda: gen.noise_schedule(0), ValueError, "T must be an int in [1, inf)"),
-    (lambda: gen.q_sample(np.ones((2, 2)), 11, gen.noise_schedule(10)), ValueError, "t must be in 0..T = 0..10"),
-    (lambda: gen.q_sample(np.ones((2, 2)), 1.5, gen.noise_schedule(10)), ValueError, "t must be an integer step"),
-    (lambda: gen.q_sample(np.ones((2, 2)), 1, (1, 2, 3)), TypeError, "schedule must be a Schedule"),
-    (lambda: gen.mixture_eps(three_blobs(), np.ones((2, 2)), 0, gen.noise_schedule(10)), ValueError, "t must be an int in [1, 10]"),
-    (lambda: gen.ddpm_sample(lambda x, t: x[:, :1], np.ones((2, 2)), gen.noise_schedule(10)), ValueError, "eps_fn(x, t) must return the shape of x"),
-    (lambda: gen.ddpm_sample(lambda x, t: x, np.ones((2, 2)), gen.noise_schedule(10), sigma="zero"), ValueError, "sigma must be one of"),
-    (lambda: gen.ddim_sample(lambda x, t: x, np.ones((2, 2)), gen.noise_schedule(10), steps=11), ValueError, "steps must be an int in [1, 10]"),
-    (lambda: gen.ddim_sample(lambda x, t: x, np.ones((2, 2)), gen.noise_schedule(10), eta=2.0), ValueError, "eta must be a finite number in [0, 1]"),
+    (lambda: common.gauss_kl([0, 0], np.eye(2), [0], np.eye(1)), ValueError, "mu1 must have shape (2,)"),
+    (lambda: common.gauss_kl([0], [[-1.0]], [0], [[1.0]]), ValueError, "cov0 must be positive definite"),
+    (lambda: common.gauss_kl([0, 0], [[1, 0.5], [0, 1]], [0, 0], np.eye(2)), ValueError, "cov0 must be a symmetric"),
+    (lambda: common.gaussian_mixture([0.5, 0.6], [[0], [1]], np.ones((2, 1, 1))), ValueError, "weights must be positive and sum to 1"),
+    (lambda: common.gaussian_mixture([1.0], [[0, 1]], np.ones((1, 1, 1))), ValueError, "covs must have shape (1, 2, 2)"),
+    (lambda: common.mixture_sample(three_blobs(), 0), ValueError, "n must be an int in [1, inf)"),
+    (lambda: common.mixture_log_prob(three_blobs(), np.ones((3, 3))), ValueError, "X must have shape (any, 2)"),
+    (lambda: common.MaskedLinear(3, 4, np.ones((3, 4))), ValueError, "mask must have shape (4, 3)"),
+    (lambda: common.MADE(0), ValueError, "d must be an int in [1, inf)"),
+    (lambda: common.MADE(3, activation="sigmoid"), ValueError, "activation must be one of"),
+    (lambda: common.MADE(3)(torch.zeros(2, 4)), ValueError, "x must have shape (n, 3)"),
+    (lambda: common.fit_density(torch.nn.Linear(2, 2), np.ones((4, 2))), TypeError, "model must be a torch.nn.Module with a log_prob"),
+    (lambda: common.fit_density(flows.RealNVP(), np.ones((4, 2)), np.ones((4, 3))), ValueError, "X_val must have shape (any, 2)"),
+    (lambda: common.fit_density(flows.RealNVP(), np.ones((4, 2)), lr=0), ValueError, "lr must be"),
+    (lambda: common.mmd2(np.ones((3, 2)), np.ones((3, 3)), 1.0), ValueError, "Y must have shape (any, 2)"),
+    (lambda: common.mmd2(np.ones((1, 2)), np.ones((3, 2)), 1.0), ValueError, "X and Y need at least 2 rows each"),
+    (lambda: common.mmd2(np.ones((3, 2)), np.ones((3, 2)), bandwidth=0.0), ValueError, "bandwidth must be a finite number in (0, inf)"),
 ]  # fmt: skip
 
 

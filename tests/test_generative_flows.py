@@ -1,56 +1,21 @@
-"""Section 10.3 of dlnotes.generative: masked layers and MADE against their autograd Jacobians, the MAF against
-the Gaussian it must be when its conditioner is constant, the affine coupling layers (NumPy and torch) against
-finite differences and autograd, RealNVP against a grid integral, and maximum-likelihood training."""
-
-import math
+"""dlnotes.generative.flows, section 10.3: the MAF against the Gaussian it must be when its conditioner is constant
+and against its autograd Jacobian, the affine coupling layers (NumPy and torch) against finite differences and
+autograd, RealNVP against a grid integral. (MADE and `fit_density` are in test_generative_common.)"""
 
 import numpy as np
-import pytest
 import torch
-import torch.nn.functional as F
 from torch.func import jacrev, vmap
 
-from dlnotes import generative as gen
+from dlnotes.generative import flows
 
 from conftest import bad_input_test
+from test_generative_common import randomise
 
 rng = np.random.default_rng(103)
 
 
-def randomise(module, std=0.5, seed=0):
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.normal_(0, std)
-    return module
-
-
-def test_masked_linear_is_a_linear_layer_with_the_masked_weight():
-    mask = (rng.random((4, 3)) > 0.5).astype(float)
-    layer = gen.MaskedLinear(3, 4, mask).double()
-    x = torch.tensor(rng.normal(size=(5, 3)))
-    expected = F.linear(x, layer.weight * torch.tensor(mask), layer.bias)
-    assert torch.allclose(layer(x), expected, atol=1e-14)
-
-
-@pytest.mark.parametrize(("d", "hidden", "n_params"), [(5, (16,), 1), (6, (12, 9), 2), (2, (4,), 2)])
-def test_made_output_i_depends_exactly_on_the_inputs_before_i(d, hidden, n_params):
-    made = randomise(gen.MADE(d, hidden, n_params=n_params, activation="tanh").double())
-    x = torch.tensor(rng.normal(size=(7, d)))
-    J = vmap(jacrev(lambda v: made(v[None])[0]))(x).detach().numpy()  # (n, n_params, d, d)
-    assert J.shape == (7, n_params, d, d)
-    assert np.abs(np.triu(J)).max() == 0
-    below = np.abs(J).max(axis=(0, 1))[np.tril_indices(d, -1)]
-    assert below.min() > 1e-8  # every earlier input is used
-
-
-def test_made_degrees_follow_the_rule():
-    degrees = gen.made_degrees(4, (5,))
-    assert [list(m) for m in degrees] == [[1, 2, 3, 4], [1, 2, 3, 1, 2], [1, 2, 3, 4]]
-
-
 def test_maf_with_a_constant_conditioner_is_a_diagonal_gaussian():
-    maf = gen.MAF(3, hidden=(8,)).double()
+    maf = flows.MAF(3, hidden=(8,)).double()
     with torch.no_grad():
         for p in maf.parameters():
             p.zero_()
@@ -62,7 +27,7 @@ def test_maf_with_a_constant_conditioner_is_a_diagonal_gaussian():
 
 
 def test_maf_density_pass_log_det_and_sequential_inverse():
-    maf = randomise(gen.MAF(4, hidden=(16,)).double(), std=0.8)
+    maf = randomise(flows.MAF(4, hidden=(16,)).double(), std=0.8)
     x = torch.tensor(rng.normal(size=(6, 4)))
     z, log_det = maf(x)
     J = vmap(jacrev(lambda v: maf(v[None])[0][0]))(x)
@@ -83,9 +48,9 @@ def t_net(a):
 
 def test_numpy_affine_coupling_inverse_and_log_det_by_finite_differences():
     x = rng.normal(size=(4, 5))
-    y, log_det = gen.affine_coupling(x, s_net, t_net)
+    y, log_det = flows.affine_coupling(x, s_net, t_net)
     assert np.array_equal(y[:, :2], x[:, :2])
-    x_back, log_det_inv = gen.affine_coupling_inverse(y, s_net, t_net)
+    x_back, log_det_inv = flows.affine_coupling_inverse(y, s_net, t_net)
     np.testing.assert_allclose(x_back, x, atol=1e-12)
     np.testing.assert_allclose(log_det_inv, -log_det, atol=1e-14)
     h = 1e-6
@@ -94,27 +59,27 @@ def test_numpy_affine_coupling_inverse_and_log_det_by_finite_differences():
         for j in range(5):
             e = np.zeros(5)
             e[j] = h
-            plus = gen.affine_coupling(x[row : row + 1] + e, s_net, t_net)[0][0]
-            minus = gen.affine_coupling(x[row : row + 1] - e, s_net, t_net)[0][0]
+            plus = flows.affine_coupling(x[row : row + 1] + e, s_net, t_net)[0][0]
+            minus = flows.affine_coupling(x[row : row + 1] - e, s_net, t_net)[0][0]
             J[:, j] = (plus - minus) / (2 * h)
         assert abs(np.linalg.slogdet(J)[1] - log_det[row]) < 1e-6
 
 
 def test_torch_coupling_layer_against_autograd():
-    layer = randomise(gen.AffineCoupling(np.array([1.0, 0.0, 1.0, 0.0]), hidden=8).double())
+    layer = randomise(flows.AffineCoupling(np.array([1.0, 0.0, 1.0, 0.0]), hidden=8).double())
     x = torch.tensor(rng.normal(size=(9, 4)))
     y, log_det = layer(x)
     assert torch.equal(y[:, [0, 2]], x[:, [0, 2]])
     assert torch.allclose(layer.inverse(y), x, atol=1e-12)
     J = vmap(jacrev(lambda v: layer(v[None])[0][0]))(x)
     assert torch.allclose(log_det, torch.linalg.slogdet(J)[1], atol=1e-12)
-    fresh = gen.AffineCoupling(np.array([1.0, 0.0]), hidden=4)
+    fresh = flows.AffineCoupling(np.array([1.0, 0.0]), hidden=4)
     x2 = torch.randn(3, 2)
     assert torch.allclose(fresh(x2)[0], x2) and torch.all(fresh(x2)[1] == 0)  # starts at the identity
 
 
 def test_realnvp_is_a_normalised_density_and_inverts():
-    flow = randomise(gen.RealNVP(2, n_layers=4, hidden=16).double(), std=0.3)
+    flow = randomise(flows.RealNVP(2, n_layers=4, hidden=16).double(), std=0.3)
     grid = np.linspace(-8, 8, 321)
     X = torch.tensor(np.stack(np.meshgrid(grid, grid), -1).reshape(-1, 2))
     with torch.no_grad():
@@ -130,31 +95,14 @@ def test_realnvp_is_a_normalised_density_and_inverts():
     assert np.array_equal(flow.sample(4, rng=3), flow.sample(4, rng=3))
 
 
-def test_fit_density_lowers_the_nll_towards_the_entropy():
-    torch.manual_seed(0)
-    X = rng.normal(size=(600, 2)) * [2.0, 0.5] + [1.0, -1.0]
-    flow = gen.RealNVP(2, n_layers=2, hidden=8)
-    fit = gen.fit_density(flow, X, X[:100], epochs=30, batch_size=100, lr=1e-2, rng=0)
-    entropy = 0.5 * np.log(np.linalg.det(2 * math.pi * math.e * np.diag([4.0, 0.25])))
-    assert fit.train_nll.shape == (30,) and fit.val_nll.shape == (30,)
-    assert fit.train_nll[0] > entropy + 0.5 and abs(fit.train_nll[-1] - entropy) < 0.15
-
-
 BAD_INPUT = [  # (call, error, message)
-    (lambda: gen.MaskedLinear(3, 4, np.ones((3, 4))), ValueError, "mask must have shape (4, 3)"),
-    (lambda: gen.MADE(0), ValueError, "d must be an int in [1, inf)"),
-    (lambda: gen.MADE(3, activation="sigmoid"), ValueError, "activation must be one of"),
-    (lambda: gen.MADE(3)(torch.zeros(2, 4)), ValueError, "x must have shape (n, 3)"),
-    (lambda: gen.MAF(3).inverse(torch.zeros(1, 3), passes=0), ValueError, "passes must be an int in [1, inf)"),
-    (lambda: gen.affine_coupling(np.ones((3, 1)), s_net, t_net), ValueError, "x must have shape (n, d) with d >= 2"),
-    (lambda: gen.affine_coupling(np.ones((3, 4)), s_net, t_net), ValueError, "s_fn(x_a) must return shape (3, 2)"),
-    (lambda: gen.affine_coupling_inverse(np.ones((3, 5)), 1.0, t_net), TypeError, "s_fn must be callable"),
-    (lambda: gen.AffineCoupling(np.array([1.0, 1.0])), ValueError, "mask must hold both 0s and 1s"),
-    (lambda: gen.RealNVP(d=1), ValueError, "d must be an int in [2, inf)"),
-    (lambda: gen.RealNVP().sample(0), ValueError, "n must be an int in [1, inf)"),
-    (lambda: gen.fit_density(torch.nn.Linear(2, 2), np.ones((4, 2))), TypeError, "model must be a torch.nn.Module with a log_prob"),
-    (lambda: gen.fit_density(gen.RealNVP(), np.ones((4, 2)), np.ones((4, 3))), ValueError, "X_val must have shape (any, 2)"),
-    (lambda: gen.fit_density(gen.RealNVP(), np.ones((4, 2)), lr=0), ValueError, "lr must be"),
+    (lambda: flows.MAF(3).inverse(torch.zeros(1, 3), passes=0), ValueError, "passes must be an int in [1, inf)"),
+    (lambda: flows.affine_coupling(np.ones((3, 1)), s_net, t_net), ValueError, "x must have shape (n, d) with d >= 2"),
+    (lambda: flows.affine_coupling(np.ones((3, 4)), s_net, t_net), ValueError, "s_fn(x_a) must return shape (3, 2)"),
+    (lambda: flows.affine_coupling_inverse(np.ones((3, 5)), 1.0, t_net), TypeError, "s_fn must be callable"),
+    (lambda: flows.AffineCoupling(np.array([1.0, 1.0])), ValueError, "mask must hold both 0s and 1s"),
+    (lambda: flows.RealNVP(d=1), ValueError, "d must be an int in [2, inf)"),
+    (lambda: flows.RealNVP().sample(0), ValueError, "n must be an int in [1, inf)"),
 ]  # fmt: skip
 
 

@@ -1,12 +1,9 @@
-import itertools
-
 import numpy as np
-import pytest
 import scipy.stats
 import torch
-import torch.nn.functional as F
 
-from dlnotes import rnn
+from dlnotes.rnn import language
+from dlnotes.rnn.gated import LSTMCell
 
 from conftest import bad_input_test
 
@@ -18,36 +15,36 @@ TEXT = "It is a truth universally acknowledged, that a single man in possession 
 
 
 def test_vocabulary_encode_decode_round_trip():
-    vocabulary = rnn.char_vocabulary(TEXT)
+    vocabulary = language.char_vocabulary(TEXT)
     assert list(vocabulary) == sorted(set(TEXT))
-    ids = rnn.encode_chars(TEXT, vocabulary)
+    ids = language.encode_chars(TEXT, vocabulary)
     assert ids.dtype == np.int64 and [vocabulary[k] for k in ids] == list(TEXT)
-    assert rnn.decode_chars(ids, vocabulary) == TEXT
+    assert language.decode_chars(ids, vocabulary) == TEXT
 
 
 def test_conditional_entropy_against_scipy():
     ids = rng.integers(0, 5, 2000) ** 2 % 7  # uneven frequencies, symbols 0..6
     counts = np.bincount(ids, minlength=7)
-    assert np.isclose(rnn.conditional_entropy(ids, 7), scipy.stats.entropy(counts, base=2), atol=1e-12)
+    assert np.isclose(language.conditional_entropy(ids, 7), scipy.stats.entropy(counts, base=2), atol=1e-12)
     joint = np.zeros((7, 7))
     np.add.at(joint, (ids[:-1], ids[1:]), 1)
     H_joint = scipy.stats.entropy(joint.ravel(), base=2)
     H_context = scipy.stats.entropy(joint.sum(axis=1), base=2)
-    assert np.isclose(rnn.conditional_entropy(ids, 7, context=1), H_joint - H_context, atol=1e-12)
+    assert np.isclose(language.conditional_entropy(ids, 7, context=1), H_joint - H_context, atol=1e-12)
     periodic = np.tile([0, 1, 2], 100)  # fully predictable from one symbol back
-    assert np.isclose(rnn.conditional_entropy(periodic, 3, context=1), 0, atol=1e-12)
+    assert np.isclose(language.conditional_entropy(periodic, 3, context=1), 0, atol=1e-12)
 
 
 def small_lm(K=6, hidden=5, embedding=3):
     torch.manual_seed(3)
-    return rnn.CharLSTM(K, hidden, embedding).double()
+    return language.CharLSTM(K, hidden, embedding).double()
 
 
 def test_char_lstm_equals_the_lecture_lstm_cell():
     model = small_lm()
     ids = torch.as_tensor(rng.integers(0, 6, (1, 9)))
     out = model(ids)
-    cell = rnn.LSTMCell(3, 5).load_torch(model.lstm)
+    cell = LSTMCell(3, 5).load_torch(model.lstm)
     E = model.embed.weight.detach().numpy()
     W, b = model.W.weight.detach().numpy(), model.W.bias.detach().numpy()
     state = None
@@ -78,22 +75,26 @@ def test_bits_per_character_is_the_mean_cross_entropy_in_bits():
         logits = model(torch.as_tensor(pieces[:, :-1])).logits.numpy()
     log_p = logits - scipy.special.logsumexp(logits, axis=2, keepdims=True)
     expected = -np.mean(np.take_along_axis(log_p, pieces[:, 1:, None], axis=2)) / np.log(2)
-    assert np.isclose(rnn.bits_per_character(model, ids, rows=rows), expected, atol=1e-12)
+    assert np.isclose(language.bits_per_character(model, ids, rows=rows), expected, atol=1e-12)
 
 
 def test_training_learns_a_periodic_text():
     torch.manual_seed(0)
-    model = rnn.CharLSTM(4, hidden=16, embedding=4)
+    model = language.CharLSTM(4, hidden=16, embedding=4)
     ids = np.tile([0, 1, 2, 3, 2, 1], 200)
-    losses = rnn.train_char_lm(model, ids, steps=150, seq_len=12, batch_size=8, lr=2e-2, rng=0)
+    model.eval()  # the trainer puts it in training mode for the steps, then back
+    losses = language.train_char_lm(
+        model, ids, steps=150, seq_len=12, batch_size=8, lr=2e-2, rng=0, progress=False
+    )
     assert losses[:5].mean() > 1.5 and losses[-10:].mean() < 0.1  # log2(4) = 2 at the start
-    assert rnn.bits_per_character(model, ids, rows=4) < 0.1
+    assert losses.shape == (150,) and not model.training
+    assert language.bits_per_character(model, ids, rows=4) < 0.1
 
 
 def test_greedy_generation_equals_rerunning_on_each_prefix():
     model = small_lm()
     prefix = rng.integers(0, 6, (3, 4))
-    generated = rnn.generate(model, prefix, 6)
+    generated = language.generate(model, prefix, 6)
     sequence = torch.as_tensor(prefix)
     for t in range(6):
         with torch.no_grad():
@@ -109,99 +110,40 @@ def test_sampling_follows_the_softmax_at_the_temperature():
         for parameter in model.parameters():
             parameter.zero_()
         model.W.bias.copy_(torch.tensor([2.0, 1.0, 0.0, -1.0, 0.5, 0.0]))  # the same logits at every step
-    draws = rnn.generate(model, np.zeros((20000, 1), dtype=np.int64), 1, temperature=2.0, rng=1).ids[:, 0]
+    draws = language.generate(model, np.zeros((20000, 1), dtype=np.int64), 1, temperature=2.0, rng=1).ids[
+        :, 0
+    ]
     expected = torch.softmax(model.W.bias.detach() / 2.0, dim=0).numpy()
     assert np.abs(np.bincount(draws, minlength=6) / 20000 - expected).max() < 0.015
-    text = rnn.sample(model, "ab", 5, "abcdef", temperature=1.0, rng=0)
+    text = language.sample(model, "ab", 5, "abcdef", temperature=1.0, rng=0)
     assert len(text) == 5 and set(text) <= set("abcdef")
-
-
-# ----------------------------------------------------------------------------- CTC
-
-
-def torch_log_p(Y, label, alphabet):
-    target = torch.tensor([[alphabet.index(c) for c in label]], dtype=torch.long).reshape(1, len(label))
-    loss = F.ctc_loss(
-        torch.log(torch.as_tensor(Y))[:, None],
-        target,
-        torch.tensor([len(Y)]),
-        torch.tensor([len(label)]),
-        reduction="sum",
-    )
-    return -loss.item()
-
-
-@pytest.mark.parametrize("label", ["", "a", "ab", "aa", "aba", "abb", "bab"])
-def test_ctc_alpha_recursion_equals_brute_force_and_torch(label):
-    Y = rng.dirichlet(np.ones(3), size=6)
-    brute = rnn.ctc_bruteforce(Y, label)
-    alpha = rnn.ctc_alpha(Y, label)
-    assert alpha.shape == (6, 2 * len(label) + 1)
-    assert np.isclose(rnn.ctc_forward(Y, label), brute, rtol=1e-12, atol=1e-15)
-    assert np.isclose(np.log(brute), torch_log_p(Y, label, "-ab"), atol=1e-10)
-    assert np.isclose(rnn.ctc_log_forward(np.log(Y), label), np.log(brute), atol=1e-10)
-
-
-def test_dropping_the_repeat_rule_is_wrong_only_for_repeats():
-    Y = rng.dirichlet(np.ones(3), size=5)
-    assert not np.isclose(rnn.ctc_forward(Y, "aa", repeat_rule=False), rnn.ctc_bruteforce(Y, "aa"))
-    assert np.isclose(rnn.ctc_forward(Y, "ab", repeat_rule=False), rnn.ctc_bruteforce(Y, "ab"))
-
-
-def test_log_space_recursion_survives_where_the_plain_one_underflows():
-    alphabet = "-abcd"
-    Y = rng.dirichlet(np.ones(5), size=800)
-    label = "".join(rng.choice(list("abcd"), size=15))
-    assert rnn.ctc_forward(Y, label, alphabet) == 0.0
-    log_p = rnn.ctc_log_forward(np.log(Y), label, alphabet)
-    assert np.isclose(log_p, torch_log_p(Y, label, alphabet), rtol=1e-12)
-
-
-def test_best_path_is_the_collapse_of_the_most_probable_path():
-    for _ in range(5):
-        Y = rng.dirichlet(np.ones(3), size=5)
-        best = max(itertools.product(range(3), repeat=5), key=lambda p: np.prod(Y[np.arange(5), list(p)]))
-        assert rnn.ctc_best_path(Y) == rnn.ctc_collapse("".join("-ab"[k] for k in best))
-
-
-def test_ctc_task_without_noise_decodes_to_its_labels():
-    task = rnn.make_ctc_task(200, vocab=3, noise=0.0, rng=0)
-    assert task.X.shape[0] == 200 and task.X.shape[2] == 4 and task.input_lengths.max() == task.X.shape[1]
-    assert (task.X[np.arange(200)[:, None], np.arange(task.X.shape[1])] >= 0).all()
-    for i in range(200):
-        frames = task.X[i, : task.input_lengths[i]].argmax(axis=1)
-        label = task.targets[i, : task.target_lengths[i]]
-        assert rnn.ctc_collapse("".join("-abc"[k] for k in frames)) == "".join("-abc"[k] for k in label)
-        assert (task.X[i, task.input_lengths[i] :] == 0).all() and (label >= 1).all()
-        assert task.input_lengths[i] >= task.target_lengths[i] + np.sum(label[1:] == label[:-1])
 
 
 # ----------------------------------------------------------------------------- bad input
 
-Y5 = np.full((5, 3), 1 / 3)
-LM = rnn.CharLSTM(4, 3, 2)
+LM = language.CharLSTM(4, 3, 2)
 
 BAD_INPUT = [  # (call, error, message)
-    (lambda: rnn.char_vocabulary(""), TypeError, "non-empty str"),
-    (lambda: rnn.encode_chars("abz", "ab"), ValueError, "not in the vocabulary: 'z'"),
-    (lambda: rnn.decode_chars([0, 5], "ab"), ValueError, r"ids must hold labels in 0..1"),
-    (lambda: rnn.conditional_entropy([0, 1, 2], 2), ValueError, "ids must hold labels in 0..1"),
-    (lambda: rnn.conditional_entropy([0, 1], 2, context=2), ValueError, "longer than context"),
-    (lambda: rnn.CharLSTM(1), ValueError, "vocab_size"),
+    (lambda: language.char_vocabulary(""), TypeError, "non-empty str"),
+    (lambda: language.encode_chars("abz", "ab"), ValueError, "not in the vocabulary: 'z'"),
+    (lambda: language.decode_chars([0, 5], "ab"), ValueError, r"ids must hold labels in 0..1"),
+    (lambda: language.conditional_entropy([0, 1, 2], 2), ValueError, "ids must hold labels in 0..1"),
+    (lambda: language.conditional_entropy([0, 1], 2, context=2), ValueError, "longer than context"),
+    (lambda: language.CharLSTM(1), ValueError, "vocab_size"),
     (lambda: LM(torch.zeros(3, dtype=torch.int64)), ValueError, r"(batch, time)"),
     (lambda: LM(torch.tensor([[0, 4]])), ValueError, r"ids must lie in 0..3"),
     (lambda: LM([[0, 1]]), TypeError, "ids must be an int64 tensor"),
-    (lambda: rnn.train_char_lm(LM, [0, 1, 2], steps=1, seq_len=4), ValueError, "more than seq_len"),
-    (lambda: rnn.train_char_lm(LM, [0, 1, 2] * 9, steps=0), ValueError, "steps"),
-    (lambda: rnn.bits_per_character(LM, [0, 1, 7]), ValueError, "ids must hold labels in 0..3"),
-    (lambda: rnn.generate(LM, [0, 1], 3), ValueError, r"prefix must have shape (batch, length)"),
-    (lambda: rnn.generate(LM, [[0, 1]], 3, temperature=-1.0), ValueError, "temperature"),
-    (lambda: rnn.sample(LM, "ab", 3, "abcde"), ValueError, "vocabulary must have the model's 4"),
-    (lambda: rnn.ctc_alpha(Y5, "abc"), ValueError, "label"),
-    (lambda: rnn.ctc_log_forward(Y5, "ab"), ValueError, "log-probabilities"),
-    (lambda: rnn.ctc_best_path(Y5[:, :2]), ValueError, "probabilities"),
-    (lambda: rnn.make_ctc_task(0), ValueError, "n must be"),
-    (lambda: rnn.make_ctc_task(5, noise=-0.1), ValueError, "noise"),
+    (lambda: language.train_char_lm(LM, [0, 1, 2], steps=1, seq_len=4), ValueError, "more than seq_len"),
+    (lambda: language.train_char_lm(LM, [0, 1, 2] * 9, steps=0), ValueError, "steps"),
+    (
+        lambda: language.train_char_lm(LM, [0, 1, 2] * 9, steps=1, seq_len=4, clip_grad_norm=-1.0),
+        ValueError,
+        "clip_grad_norm",
+    ),
+    (lambda: language.bits_per_character(LM, [0, 1, 7]), ValueError, "ids must hold labels in 0..3"),
+    (lambda: language.generate(LM, [0, 1], 3), ValueError, r"prefix must have shape (batch, length)"),
+    (lambda: language.generate(LM, [[0, 1]], 3, temperature=-1.0), ValueError, "temperature"),
+    (lambda: language.sample(LM, "ab", 3, "abcde"), ValueError, "vocabulary must have the model's 4"),
 ]
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from dlnotes import rnn
+from dlnotes.rnn import seq2seq
+from dlnotes.rnn.gated import GRUCell
 from dlnotes.widgets.rnn import alignment_explorer, plot_alignment
 
 from conftest import bad_input_test
@@ -18,16 +19,16 @@ rng = np.random.default_rng(11)
 
 def small_model(attention, vocab=4, hidden=6, embed=3, seed=0):
     torch.manual_seed(seed)
-    return rnn.Seq2Seq(vocab, hidden, attention=attention, embed=embed).double().eval()
+    return seq2seq.Seq2Seq(vocab, hidden, attention=attention, embed=embed).double().eval()
 
 
 def numpy_log_prob(model, x, y):
     """log p(y | x) one prefix at a time, from the model's weights with NumPy: the GRU steps by
-    dlnotes.rnn.GRUCell, the attention scores v^T tanh(W_z z + W_zeta zeta_j + b) and their softmax written out."""
+    dlnotes.GRUCell, the attention scores v^T tanh(W_z z + W_zeta zeta_j + b) and their softmax written out."""
     weight = {name: p.detach().numpy() for name, p in model.named_parameters()}
     n_embed = weight["source_embedding.weight"].shape[1]
-    encoder = rnn.GRUCell(n_embed, model.hidden).load_torch(model.encoder)
-    decoder = rnn.GRUCell(model.decoder.input_size, model.hidden).load_torch(model.decoder)
+    encoder = GRUCell(n_embed, model.hidden).load_torch(model.encoder)
+    decoder = GRUCell(model.decoder.input_size, model.hidden).load_torch(model.decoder)
     z, states = None, []
     for token in x:
         z = encoder.forward(weight["source_embedding.weight"][token], z)
@@ -54,11 +55,11 @@ def numpy_log_prob(model, x, y):
 
 
 def test_make_reverse_task_reverses_and_excludes():
-    task = rnn.make_reverse_task(50, 6, vocab=7, rng=0)
+    task = seq2seq.make_reverse_task(50, 6, vocab=7, rng=0)
     assert task.X.shape == task.Y.shape == (50, 6) and task.X.min() >= 0 and task.X.max() <= 6
     assert np.array_equal(task.Y, task.X[:, ::-1])
     every = np.array(list(itertools.product(range(3), repeat=2)))  # all 9 strings of length 2 over 3 symbols
-    held_out = rnn.make_reverse_task(20, 2, vocab=3, rng=1, exclude=every[:7])
+    held_out = seq2seq.make_reverse_task(20, 2, vocab=3, rng=1, exclude=every[:7])
     assert {tuple(row) for row in held_out.X} <= {tuple(every[7]), tuple(every[8])}
 
 
@@ -123,7 +124,7 @@ def test_attend_is_the_additive_attention_formula():
 
 def test_attention_context_equals_torch_softmax():
     scores, states = rng.normal(size=(4, 7)) * 30, rng.normal(size=(7, 3))  # large scores: no overflow
-    weights, context = rnn.attention_context(scores, states)
+    weights, context = seq2seq.attention_context(scores, states)
     reference = torch.softmax(torch.tensor(scores), dim=1).numpy()
     assert np.allclose(weights, reference, atol=1e-12) and np.allclose(weights.sum(axis=1), 1)
     assert np.allclose(context, reference @ states)
@@ -131,11 +132,12 @@ def test_attention_context_equals_torch_softmax():
 
 def test_training_lowers_the_loss_and_evaluation_counts_right_symbols():
     torch.manual_seed(0)
-    model = rnn.Seq2Seq(5, 16, attention=True)
-    task = rnn.make_reverse_task(500, 3, vocab=5, rng=0)
-    losses = rnn.train_seq2seq(model, task.X, task.Y, steps=60, rng=0, progress=False)
+    model = seq2seq.Seq2Seq(5, 16, attention=True)
+    task = seq2seq.make_reverse_task(500, 3, vocab=5, rng=0)
+    losses = seq2seq.train_seq2seq(model, task.X, task.Y, steps=60, rng=0, progress=False)
     assert len(losses) == 60 and np.mean(losses[-10:]) < 0.5 * np.mean(losses[:10])
-    score = rnn.evaluate_seq2seq(model, task.X[:50], task.Y[:50])
+    score = seq2seq.evaluate_seq2seq(model, task.X[:50], task.Y[:50])
+    assert model.training  # both leave the model in the mode it came in
     right = score.prediction == task.Y[:50]
     assert score.token_accuracy == pytest.approx(right.mean()) and score.exact_match == pytest.approx(
         right.all(axis=1).mean()
@@ -161,16 +163,16 @@ def test_alignment_explorer_shows_a_given_model():
 # ----------------------------------------------------------------------------- bad input
 
 BAD_INPUT = [  # (call, error, message)
-    (lambda: rnn.make_reverse_task(0, 5), ValueError, "n must be an int"),
-    (lambda: rnn.make_reverse_task(5, 5, vocab=1), ValueError, "vocab must be an int"),
-    (lambda: rnn.make_reverse_task(5, 1, vocab=2, exclude=[[0], [1]]), ValueError, "nothing is left"),
+    (lambda: seq2seq.make_reverse_task(0, 5), ValueError, "n must be an int"),
+    (lambda: seq2seq.make_reverse_task(5, 5, vocab=1), ValueError, "vocab must be an int"),
+    (lambda: seq2seq.make_reverse_task(5, 1, vocab=2, exclude=[[0], [1]]), ValueError, "nothing is left"),
     (
-        lambda: rnn.make_reverse_task(5, 2, exclude=np.zeros((3, 4), int)),
+        lambda: seq2seq.make_reverse_task(5, 2, exclude=np.zeros((3, 4), int)),
         ValueError,
         r"exclude must have shape",
     ),
-    (lambda: rnn.Seq2Seq(1, 8), ValueError, "vocab must be an int"),
-    (lambda: rnn.Seq2Seq(10, 8, attention="yes"), ValueError, "attention must be one of"),
+    (lambda: seq2seq.Seq2Seq(1, 8), ValueError, "vocab must be an int"),
+    (lambda: seq2seq.Seq2Seq(10, 8, attention="yes"), ValueError, "attention must be one of"),
     (lambda: small_model(False).encode(np.array([[0.5, 1.0]])), TypeError, "integer token ids"),
     (lambda: small_model(False).encode(np.array([[0, 9]])), ValueError, r"token ids in 0..3"),
     (lambda: small_model(False).encode(np.array([0, 1])), ValueError, r"x must have shape (batch, length)"),
@@ -179,17 +181,21 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: small_model(True).attend(torch.zeros(2, 6), torch.zeros(1, 3, 6)), ValueError, "z must be"),
     (lambda: small_model(False).greedy_decode(np.zeros((1, 3), int), 0), ValueError, "n must be an int"),
     (
-        lambda: rnn.attention_context(np.zeros((2, 3)), np.zeros((4, 2))),
+        lambda: seq2seq.attention_context(np.zeros((2, 3)), np.zeros((4, 2))),
         ValueError,
         r"states must have shape",
     ),
     (
-        lambda: rnn.train_seq2seq(small_model(False), np.zeros((4, 3), int), np.zeros((5, 3), int), steps=1),
+        lambda: seq2seq.train_seq2seq(
+            small_model(False), np.zeros((4, 3), int), np.zeros((5, 3), int), steps=1
+        ),
         ValueError,
         "same number",
     ),
     (
-        lambda: rnn.train_seq2seq(small_model(False), np.zeros((4, 3), int), np.zeros((4, 3), int), steps=0),
+        lambda: seq2seq.train_seq2seq(
+            small_model(False), np.zeros((4, 3), int), np.zeros((4, 3), int), steps=0
+        ),
         ValueError,
         "steps must be an int",
     ),

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from dlnotes import transformers as tf
+from dlnotes.text import build_vocab
 
 from conftest import bad_input_test
 
@@ -69,7 +70,7 @@ def test_elmo_mix_against_numpy():
 
 def test_words_vocabulary_and_encoding():
     tokens = "b a b c a b d".split()
-    vocab = tf.word_vocabulary(tokens, 2)
+    vocab = build_vocab(tokens, min_count=1, size=2, specials=("[UNK]", "[MASK]")).tokens
     assert vocab == ["[UNK]", "[MASK]", "b", "a"]
     assert tf.encode_words(tokens, vocab).tolist() == [2, 3, 2, 0, 3, 2, 0]
 
@@ -171,8 +172,10 @@ def test_generate_text_greedy_top_k_and_train_mlm():
     sampled = tf.generate_text(model, prompt, 50, temperature=5.0, rng=0)
     assert len(set(sampled.tolist())) > 2
     bert = tf.TinyBERT(10, 8, 2, 1, 6)
-    losses = tf.train_mlm(bert, rng.integers(2, 10, 200), 3, mask_id=1, n_special=2, batch_size=4, rng=0)
-    assert losses.shape == (3,) and np.all(np.isfinite(losses))
+    losses = tf.train_mlm(
+        bert, rng.integers(2, 10, 200), 3, mask_id=1, n_special=2, batch_size=4, rng=0, progress=False
+    )
+    assert losses.shape == (3,) and np.all(np.isfinite(losses)) and bert.training  # the mode it came in
     scored = tf.mlm_predict(bert, rng.integers(2, 10, 30), mask_id=1, n_special=2, repeats=2, rng=0)
     assert scored.predicted.shape == (10, 6) and scored.corrupted.inputs.shape == (10, 6)
 
@@ -190,7 +193,6 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: tf.ELMo(5)(torch.full((1, 3), 7)), ValueError, r"token ids in 0..4"),
     (lambda: tf.elmo_mix(np.ones((3, 4)), np.ones(2)), ValueError, r"s must have shape (3,)"),
     (lambda: tf.elmo_mix(np.ones(3), np.ones(3)), ValueError, r"H must have shape (J, ..., m)"),
-    (lambda: tf.word_vocabulary(["a"], 0), ValueError, "size"),
     (lambda: tf.encode_words(["a"], ["a", "b"]), ValueError, "unknown-word token"),
     (lambda: tf.mask_tokens(np.array([0.5]), 1, 5), TypeError, "ids must be a non-empty integer array"),
     (lambda: tf.mask_tokens(np.array([7]), 1, 5), ValueError, r"ids must lie in 0..4"),
@@ -201,6 +203,7 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: GPT(torch.zeros((1, 4), dtype=torch.long)), ValueError, "at most T = 3"),
     (lambda: tf.train_mlm(BERT, np.arange(5), 0, mask_id=1), ValueError, "steps"),
     (lambda: tf.train_mlm(BERT, np.arange(2), 1, mask_id=1), ValueError, "at least seq_len"),
+    (lambda: tf.train_mlm(BERT, np.arange(5), 1, mask_id=1, clip_grad_norm=0), ValueError, "clip_grad_norm"),
     (lambda: tf.mlm_predict(BERT, np.arange(5), mask_id=1, repeats=0), ValueError, "repeats"),
     (lambda: tf.windowed_cross_entropy(GPT, np.arange(3), 3), ValueError, r"at least T + 1"),
     (

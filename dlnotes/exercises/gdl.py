@@ -218,41 +218,35 @@ grade_gcn_matrix = grader(
 
 def gat_attention_reference(X, A, W, a):
     """The GAT coupling Q (M, M): e_ij = LeakyReLU_0.2(a^T [z_i || z_j]), z = X W, softmax over j in N(i) and i."""
+    return _gat_with(X, A, W, a)
+
+
+def _gat_with(X, A, W, a, *, self_loops=True, masked=True, axis=1, slope=0.2):
+    """The coupling as the reference computes it, or with one typical mistake: no self-loops, no mask (every
+    j attends), normalised over the other axis, or no LeakyReLU (slope 1)."""
     Z = X @ W
     s = (Z @ a[: W.shape[1]])[:, None] + (Z @ a[W.shape[1] :])[None, :]
-    e = np.where(s > 0, s, 0.2 * s)
-    mask = (A + np.eye(len(A))) > 0
-    e = np.where(mask, e, -np.inf)
-    q = np.exp(e - e.max(axis=1, keepdims=True))
-    return q / q.sum(axis=1, keepdims=True)
+    e = np.where(s > 0, s, slope * s)
+    if masked:
+        e = np.where((A + np.eye(len(A)) if self_loops else A) > 0, e, -np.inf)
+    q = np.exp(e - e.max(axis=axis, keepdims=True))
+    return q / q.sum(axis=axis, keepdims=True)
 
 
 def _gat_no_self_loops(X, A, W, a):
-    Z = X @ W
-    e = (Z @ a[: W.shape[1]])[:, None] + (Z @ a[W.shape[1] :])[None, :]
-    e = np.where(A > 0, np.where(e > 0, e, 0.2 * e), -np.inf)
-    q = np.exp(e - e.max(axis=1, keepdims=True))
-    return q / q.sum(axis=1, keepdims=True)
+    return _gat_with(X, A, W, a, self_loops=False)
 
 
 def _gat_unmasked(X, A, W, a):
-    return gat_attention_reference(X, np.ones_like(A) - np.eye(len(A)), W, a)
+    return _gat_with(X, A, W, a, masked=False)
 
 
 def _gat_columns(X, A, W, a):
-    Z = X @ W
-    s = (Z @ a[: W.shape[1]])[:, None] + (Z @ a[W.shape[1] :])[None, :]
-    e = np.where((A + np.eye(len(A))) > 0, np.where(s > 0, s, 0.2 * s), -np.inf)
-    q = np.exp(e - e.max(axis=0, keepdims=True))
-    return q / q.sum(axis=0, keepdims=True)
+    return _gat_with(X, A, W, a, axis=0)
 
 
 def _gat_no_leaky_relu(X, A, W, a):
-    Z = X @ W
-    e = (Z @ a[: W.shape[1]])[:, None] + (Z @ a[W.shape[1] :])[None, :]
-    e = np.where((A + np.eye(len(A))) > 0, e, -np.inf)
-    q = np.exp(e - e.max(axis=1, keepdims=True))
-    return q / q.sum(axis=1, keepdims=True)
+    return _gat_with(X, A, W, a, slope=1.0)
 
 
 def _gat_cases(rng):

@@ -68,7 +68,9 @@ def kernel_drift_explorer(runs=None) -> widgets.VBox:
     nets of widths 64, 256, 1024 and 4096 are trained on 20 points of sin 2x (a few seconds, once)."""
     runs = _drift_runs() if runs is None else tuple(runs)
     if not runs or not all(isinstance(run, LazyRun) for run in runs):
-        raise TypeError("runs must be a non-empty sequence of LazyRun (from dlnotes.theory.lazy_training)")
+        raise TypeError(
+            "runs must be a non-empty sequence of LazyRun (from dlnotes.theory.infinite_width.lazy_training)"
+        )
     exponents = [math.log2(run.m) for run in runs]
     steps = np.diff(exponents)
     if not all(e == round(e) for e in exponents) or (
@@ -426,14 +428,14 @@ def _mode_paths() -> _ModePaths:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = nn.Sequential(nn.Linear(2, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1))
-        train_binary_classifier(model, X, y, steps=400, lr=1e-2)
+        train_binary_classifier(model, X, y, steps=400, lr=1e-2, progress=False)
         f, theta = flat_function(model.cpu())
         thetas.append(theta)
 
     def loss(theta):
         return cross_entropy(f(theta, Xt), yt)
 
-    theta_m = fit_bezier(loss, thetas[0], thetas[1], steps=400, lr=1e-2, rng=0)
+    theta_m = fit_bezier(loss, thetas[0], thetas[1], steps=400, lr=1e-2, rng=0, progress=False)
     line = path_losses(loss, thetas[0], thetas[1], points=101)
     curve = path_losses(loss, thetas[0], thetas[1], theta_m, points=101)
     return _ModePaths(X, y, f, loss, thetas[0], theta_m, thetas[1], line, curve)

@@ -1,0 +1,75 @@
+"""The shared text tools: vocabularies against collections.Counter, token ids, random strings without the
+excluded ones, and what a language model returns."""
+
+from collections import Counter
+
+import numpy as np
+import torch
+
+from dlnotes.text import LMOutput, build_vocab, check_tokens, random_strings, tokenize
+
+from conftest import bad_input_test
+
+rng = np.random.default_rng(12)
+
+
+def test_build_vocab_orders_by_count_then_alphabet_and_puts_the_specials_first():
+    tokens = tokenize("the cat and the dog and the bird saw a cat")
+    counts = Counter(tokens)
+    vocab = build_vocab(tokens, min_count=1)
+    assert vocab.tokens == sorted(counts, key=lambda w: (-counts[w], w))
+    assert vocab.counts.tolist() == [counts[w] for w in vocab.tokens] and vocab.counts.dtype == np.int64
+    assert build_vocab(tokens, min_count=2).tokens == ["the", "and", "cat"]
+    limited = build_vocab(tokens, min_count=1, size=2, specials=("[UNK]", "[MASK]", "cat"))
+    assert limited.tokens == ["[UNK]", "[MASK]", "cat", "the", "and"]  # a special is never counted twice
+    assert limited.counts.tolist() == [0, 0, 2, 3, 2]
+    assert build_vocab(list("abracadabra"), min_count=1).tokens == ["a", "b", "r", "c", "d"]  # characters too
+
+
+def test_check_tokens_takes_arrays_and_tensors_of_ids():
+    ids = check_tokens(np.array([[0, 3], [2, 1]], dtype=np.int32), "x", vocab=4)
+    assert ids.dtype == torch.int64 and ids.tolist() == [[0, 3], [2, 1]]
+    assert check_tokens(torch.tensor([[1, 2, 3]]), "x", vocab=4, length=3).shape == (1, 3)
+    assert check_tokens([[1, 2, 3]], "x", vocab=4, max_length=3).shape == (1, 3)
+
+
+def test_random_strings_are_uniform_and_avoid_the_excluded_ones():
+    X = random_strings(4000, 3, 5, rng=0)
+    assert X.shape == (4000, 3) and X.dtype == np.int64
+    assert np.allclose(np.bincount(X.ravel(), minlength=5) / X.size, 0.2, atol=0.02)
+    assert np.array_equal(X, np.random.default_rng(0).integers(5, size=(4000, 3)))  # the draws of integers
+    train = random_strings(4, 2, 3, rng=1)
+    held_out = random_strings(50, 2, 3, rng=2, exclude=train)
+    assert len(held_out) == 50 and not {tuple(r) for r in held_out} & {tuple(r) for r in train}
+    assert {tuple(r) for r in held_out} == {(a, b) for a in range(3) for b in range(3)} - {
+        tuple(r) for r in train
+    }
+
+
+def test_lm_output_needs_the_logits_only():
+    logits = torch.zeros(2, 3, 5)
+    assert LMOutput(logits).Z is None and LMOutput(logits).state is None
+    Z, state = torch.ones(2, 3, 4), (torch.ones(1, 2, 4), torch.ones(1, 2, 4))
+    out = LMOutput(logits, Z, state)
+    assert out.logits is logits and out.Z is Z and out.state is state
+
+
+# ----------------------------------------------------------------------------- bad input
+
+BAD_INPUT = [  # (call, error, message)
+    (lambda: build_vocab(["a"], min_count=0), ValueError, "min_count"),
+    (lambda: build_vocab(["a"], size=0), ValueError, "size"),
+    (lambda: build_vocab(["a"], specials="[UNK]"), TypeError, "specials must be a sequence of str"),
+    (lambda: check_tokens(np.array([[0.5, 1.0]]), "x", 4), TypeError, "x must hold integer token ids"),
+    (lambda: check_tokens(np.array([0, 1]), "x", 4), ValueError, "x must have shape (batch, length)"),
+    (lambda: check_tokens([[0, 1]], "y", 4, length=3), ValueError, "y must have shape (batch, 3)"),
+    (lambda: check_tokens([[0, 1, 2]], "x", 4, max_length=2), ValueError, "(batch, length <= 2)"),
+    (lambda: check_tokens([[0, 4]], "x", 4), ValueError, "x must hold token ids in 0..3, got 0..4"),
+    (lambda: random_strings(0, 3, 5), ValueError, "n must be"),
+    (lambda: random_strings(2, 3, 1), ValueError, "vocab must be"),
+    (lambda: random_strings(2, 1, 2, exclude=[[0], [1]]), ValueError, "nothing is left"),
+    (lambda: random_strings(2, 2, 5, exclude=np.zeros((3, 4), int)), ValueError, "exclude must have shape"),
+]
+
+
+test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)
