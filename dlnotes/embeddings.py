@@ -9,9 +9,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
-from .training import to_numpy
+from .training import progress_bar, to_numpy, train_steps
 from .validation import check_array, check_int, check_labels, check_positive, check_rng
 
 
@@ -27,6 +26,15 @@ def skipgram_pairs(ids, window: int) -> np.ndarray:
 class SkipGram(NamedTuple):
     X: np.ndarray  # input (centre) embeddings, (n_words, dim): the word vectors
     Y: np.ndarray  # output (context) embeddings, (n_words, dim)
+
+
+class _Embeddings(torch.nn.Module):
+    """The two embedding tables of skip-gram: X (n_words, dim) uniform in [-1/(2 dim), 1/(2 dim)], Y zero."""
+
+    def __init__(self, n_words: int, dim: int, generator: torch.Generator):
+        super().__init__()
+        self.X = torch.nn.Parameter((torch.rand(n_words, dim, generator=generator) - 0.5) / dim)
+        self.Y = torch.nn.Parameter(torch.zeros(n_words, dim))
 
 
 def skipgram_neg_sampling(
@@ -54,21 +62,22 @@ def skipgram_neg_sampling(
     noise = np.ones(n_words) if counts is None else check_array(counts, "counts", (n_words,)) ** 0.75
     generator = torch.Generator().manual_seed(int(check_rng(rng).integers(2**31)))
     noise = torch.tensor(noise / noise.sum())
-    X = torch.nn.Parameter((torch.rand(n_words, dim, generator=generator) - 0.5) / dim)
-    Y = torch.nn.Parameter(torch.zeros(n_words, dim))
-    optimizer = torch.optim.Adam([X, Y], lr=check_positive(lr, "lr"))
+    model = _Embeddings(n_words, dim, generator)
+    optimizer = torch.optim.Adam(model.parameters(), lr=check_positive(lr, "lr"))
     pairs = torch.from_numpy(pairs)
-    for _ in tqdm(range(epochs), desc="epochs", disable=not progress):
-        for idx in torch.randperm(len(pairs), generator=generator).split(batch_size):
-            centre, context = pairs[idx, 0], pairs[idx, 1]
-            negatives = torch.multinomial(noise, len(idx) * n_neg, replacement=True, generator=generator)
-            x = X[centre]
-            positive_score = (x * Y[context]).sum(dim=1)
-            negative_score = (x[:, None, :] * Y[negatives].view(len(idx), n_neg, dim)).sum(dim=-1)
-            loss = -(F.logsigmoid(positive_score).mean() + F.logsigmoid(-negative_score).sum(dim=1).mean())
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+
+    def loss(model, idx):
+        centre, context = pairs[idx, 0], pairs[idx, 1]
+        negatives = torch.multinomial(noise, len(idx) * n_neg, replacement=True, generator=generator)
+        x = model.X[centre]
+        positive_score = (x * model.Y[context]).sum(dim=1)
+        negative_score = (x[:, None, :] * model.Y[negatives].view(len(idx), n_neg, dim)).sum(dim=-1)
+        return -(F.logsigmoid(positive_score).mean() + F.logsigmoid(-negative_score).sum(dim=1).mean())
+
+    for _ in progress_bar(range(epochs), desc="epochs", enabled=progress):
+        batches = torch.randperm(len(pairs), generator=generator).split(batch_size)
+        train_steps(model, loss, optimizer, batches, progress=False)
+    X, Y = model.X, model.Y
     return SkipGram(to_numpy(X).astype(np.float64), to_numpy(Y).astype(np.float64))
 
 
