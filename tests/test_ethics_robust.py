@@ -1,4 +1,4 @@
-"""Section 11.4 of dlnotes.ethics: the robust logistic loss against a brute-force maximum over the corners of the
+"""dlnotes.ethics.robust (11.4): the robust logistic loss against a brute-force maximum over the corners of the
 ℓ∞ box and against PGD on the float64 linear model, the robust logistic regression against scikit-learn (ε = 0)
 and its optimality conditions (ε > 0), and the W1 mass shift against an optimal-transport linear program."""
 
@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from scipy.optimize import linprog
 from sklearn.linear_model import LogisticRegression
 
-from dlnotes import ethics as eth
+from dlnotes.ethics.common import linear_two_class, pgd
+from dlnotes.ethics.robust import fit_robust_logistic, robust_logistic_loss, w1_mass_shift
 
 from conftest import bad_input_test
 
@@ -29,8 +30,8 @@ def test_robust_logistic_loss_is_the_maximum_over_the_corners_of_the_box():
             np.max(np.log1p(np.exp(-y_i * ((x + eps * corners) @ w + b))))
             for x, y_i in zip(X, y, strict=True)
         ]
-        assert np.allclose(eth.robust_logistic_loss(w, b, X, y, eps), brute, rtol=1e-12)
-        assert eth.robust_logistic_loss(w, b, X[0], y[0], eps) == pytest.approx(brute[0], rel=1e-12)
+        assert np.allclose(robust_logistic_loss(w, b, X, y, eps), brute, rtol=1e-12)
+        assert robust_logistic_loss(w, b, X[0], y[0], eps) == pytest.approx(brute[0], rel=1e-12)
 
 
 def test_robust_logistic_loss_at_eps_0_is_torch_logistic_loss_and_does_not_overflow():
@@ -39,8 +40,8 @@ def test_robust_logistic_loss_at_eps_0_is_torch_logistic_loss_and_does_not_overf
     reference = F.binary_cross_entropy_with_logits(
         torch.tensor(X @ w + b), torch.tensor((y + 1) / 2), reduction="none"
     ).numpy()
-    assert np.allclose(eth.robust_logistic_loss(w, b, X, y, 0.0), reference, rtol=1e-12)
-    big = eth.robust_logistic_loss(1e3 * w, b, X, y, 1.0)  # log(1 + e^z) = z + log(1 + e^-z) ~ z for large z
+    assert np.allclose(robust_logistic_loss(w, b, X, y, 0.0), reference, rtol=1e-12)
+    big = robust_logistic_loss(1e3 * w, b, X, y, 1.0)  # log(1 + e^z) = z + log(1 + e^-z) ~ z for large z
     z = -y * (X @ (1e3 * w) + b) + 1e3 * np.abs(w).sum()
     assert np.all(np.isfinite(big)) and np.allclose(big[z > 50], z[z > 50], rtol=1e-12)
 
@@ -49,15 +50,15 @@ def test_linear_two_class_cross_entropy_is_the_logistic_loss_and_pgd_finds_the_c
     w, b, eps = rng.normal(size=6), -0.2, 0.15
     X, y = rng.uniform(size=(9, 6)), rng.choice([-1, 1], size=9)
     labels = (y + 1) // 2
-    model = eth.linear_two_class(w, b)
+    model = linear_two_class(w, b)
     assert next(model.parameters()).dtype == torch.float64
     ce = F.cross_entropy(model(torch.tensor(X)), torch.tensor(labels), reduction="none").detach().numpy()
-    assert np.allclose(ce, eth.robust_logistic_loss(w, b, X, y, 0.0), rtol=1e-12)
-    X_adv = eth.pgd(model, X, labels, eps, eps / 4, 10, clip=False, rng=0)
+    assert np.allclose(ce, robust_logistic_loss(w, b, X, y, 0.0), rtol=1e-12)
+    X_adv = pgd(model, X, labels, eps, eps / 4, 10, clip=False, rng=0)
     ce_adv = (
         F.cross_entropy(model(torch.tensor(X_adv)), torch.tensor(labels), reduction="none").detach().numpy()
     )
-    assert np.allclose(ce_adv, eth.robust_logistic_loss(w, b, X, y, eps), rtol=1e-10)
+    assert np.allclose(ce_adv, robust_logistic_loss(w, b, X, y, eps), rtol=1e-10)
 
 
 def _separable_ish(n=120, d=5):
@@ -69,7 +70,7 @@ def _separable_ish(n=120, d=5):
 def test_fit_robust_logistic_at_eps_0_is_ridge_logistic_regression():
     X, y = _separable_ish()
     lam = 1e-2
-    ours = eth.fit_robust_logistic(X, y, 0.0, lam=lam)
+    ours = fit_robust_logistic(X, y, 0.0, lam=lam)
     sk = LogisticRegression(C=1 / (len(X) * lam), tol=1e-12, max_iter=10_000).fit(X, y)
     assert np.allclose(ours.w, sk.coef_[0], atol=1e-5)
     assert ours.b == pytest.approx(sk.intercept_[0], abs=1e-5)
@@ -78,7 +79,7 @@ def test_fit_robust_logistic_at_eps_0_is_ridge_logistic_regression():
 def test_fit_robust_logistic_meets_the_optimality_conditions_and_beats_nearby_points():
     X, y = _separable_ish()
     eps, lam = 0.3, 1e-2
-    fit = eth.fit_robust_logistic(X, y, eps, lam=lam)
+    fit = fit_robust_logistic(X, y, eps, lam=lam)
     w, b = fit
     # subgradient conditions of mean softplus(-y(w^T x + b) + eps ||w||_1) + lam/2 ||w||^2
     s = 1 / (1 + np.exp(-(-y * (X @ w + b) + eps * np.abs(w).sum())))
@@ -90,7 +91,7 @@ def test_fit_robust_logistic_meets_the_optimality_conditions_and_beats_nearby_po
     assert abs(np.mean(s * y)) < 1e-6
 
     def objective(w_, b_):
-        return eth.robust_logistic_loss(w_, b_, X, y, eps).mean() + lam / 2 * w_ @ w_
+        return robust_logistic_loss(w_, b_, X, y, eps).mean() + lam / 2 * w_ @ w_
 
     best = objective(w, b)
     for _ in range(50):  # convex problem: no nearby point is better
@@ -101,7 +102,7 @@ def test_fit_robust_logistic_meets_the_optimality_conditions_and_beats_nearby_po
 def test_w1_mass_shift_costs_rho_and_no_plan_is_cheaper_than_it_claims():
     n, d, rho, kappa = 6, 3, 0.2, 0.05
     X, y, w = rng.normal(size=(n, d)), rng.choice([-1, 1], size=n), rng.normal(size=d)
-    shift = eth.w1_mass_shift(X, y, w, 2, rho, kappa)
+    shift = w1_mass_shift(X, y, w, 2, rho, kappa)
     assert shift.weights.sum() == pytest.approx(1.0) and shift.weights.min() >= 0
     assert shift.cost == pytest.approx(rho, rel=1e-12)
     assert np.allclose(shift.X[-1], X[2] - rho / kappa * y[2] * np.sign(w)) and shift.y[-1] == y[2]
@@ -114,23 +115,23 @@ def test_w1_mass_shift_costs_rho_and_no_plan_is_cheaper_than_it_claims():
     assert plan.status == 0 and plan.fun <= shift.cost + 1e-9
     # the risk under Q is within kappa log(1 + e^{m_i}) of the bound clean + rho ||w||_1, and below it
     b = 0.1
-    losses = eth.robust_logistic_loss(w, b, shift.X, shift.y, 0.0)
-    bound = eth.robust_logistic_loss(w, b, X, y, 0.0).mean() + rho * np.abs(w).sum()
+    losses = robust_logistic_loss(w, b, shift.X, shift.y, 0.0)
+    bound = robust_logistic_loss(w, b, X, y, 0.0).mean() + rho * np.abs(w).sum()
     margin = y[2] * (X[2] @ w + b)
     assert bound - kappa * np.logaddexp(0, margin) - 1e-12 <= shift.weights @ losses <= bound + 1e-12
 
 
 BAD_INPUT = [  # (call, error, message)
-    (lambda: eth.robust_logistic_loss(np.ones(3), 0.0, np.ones((2, 4)), [1, -1], 0.1), ValueError, "X must be a vector (3,) or a batch of rows (n, 3)"),
-    (lambda: eth.robust_logistic_loss(np.ones(3), 0.0, np.ones((2, 3)), [1, 0], 0.1), ValueError, "y must hold labels in [-1, 1]"),
-    (lambda: eth.robust_logistic_loss(np.ones(3), 0.0, np.ones((2, 3)), [1, -1], -0.1), ValueError, "eps must be a finite number in [0, inf)"),
-    (lambda: eth.robust_logistic_loss(np.ones(3), "b", np.ones(3), 1, 0.1), TypeError, "b must be a real number"),
-    (lambda: eth.fit_robust_logistic(np.ones((3, 2)), [1, -1, 1], 0.1, lam=0.0), ValueError, "lam must be a finite number in (0, inf)"),
-    (lambda: eth.fit_robust_logistic(np.ones((3, 2)), [1, -1], 0.1), ValueError, "y must be a non-empty 1-D array of 3 labels"),
-    (lambda: eth.linear_two_class(np.ones((2, 2)), 0.0), ValueError, "w must"),
-    (lambda: eth.w1_mass_shift(np.ones((4, 2)), [1, -1, 1, 1], np.ones(2), 0, 0.1, 0.5), ValueError, "kappa must be a finite number in (0, 0.25]"),
-    (lambda: eth.w1_mass_shift(np.ones((4, 2)), [1, -1, 1, 1], np.ones(2), 4, 0.1, 0.1), ValueError, "i must be an int in [0, 3]"),
-    (lambda: eth.w1_mass_shift(np.ones((4, 2)), [1, -1, 1, 1], np.ones(3), 0, 0.1, 0.1), ValueError, "w must"),
+    (lambda: robust_logistic_loss(np.ones(3), 0.0, np.ones((2, 4)), [1, -1], 0.1), ValueError, "X must be a vector (3,) or a batch of rows (n, 3)"),
+    (lambda: robust_logistic_loss(np.ones(3), 0.0, np.ones((2, 3)), [1, 0], 0.1), ValueError, "y must hold labels in [-1, 1]"),
+    (lambda: robust_logistic_loss(np.ones(3), 0.0, np.ones((2, 3)), [1, -1], -0.1), ValueError, "eps must be a finite number in [0, inf)"),
+    (lambda: robust_logistic_loss(np.ones(3), "b", np.ones(3), 1, 0.1), TypeError, "b must be a real number"),
+    (lambda: fit_robust_logistic(np.ones((3, 2)), [1, -1, 1], 0.1, lam=0.0), ValueError, "lam must be a finite number in (0, inf)"),
+    (lambda: fit_robust_logistic(np.ones((3, 2)), [1, -1], 0.1), ValueError, "y must be a non-empty 1-D array of 3 labels"),
+    (lambda: linear_two_class(np.ones((2, 2)), 0.0), ValueError, "w must"),
+    (lambda: w1_mass_shift(np.ones((4, 2)), [1, -1, 1, 1], np.ones(2), 0, 0.1, 0.5), ValueError, "kappa must be a finite number in (0, 0.25]"),
+    (lambda: w1_mass_shift(np.ones((4, 2)), [1, -1, 1, 1], np.ones(2), 4, 0.1, 0.1), ValueError, "i must be an int in [0, 3]"),
+    (lambda: w1_mass_shift(np.ones((4, 2)), [1, -1, 1, 1], np.ones(3), 0, 0.1, 0.1), ValueError, "w must"),
 ]  # fmt: skip
 
 

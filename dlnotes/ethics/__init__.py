@@ -1,0 +1,192 @@
+"""Chapter 11 — ethics: robustness, interpretability and fairness of learned models.
+
+The sections, in the order of the chapter (each module's docstring names its notebook):
+
+- `common`: what several sections use: p-norms and ℓp balls, the chapter's classifier and its (adversarial)
+  training, predictions, FGSM and PGD, robust accuracy, the two-logit linear model;
+- `linear` (11.1–11.2): dual norms, minimal perturbations of linear classifiers, DeepFool, the line search;
+- `attacks` (11.3): class probabilities and losses, accuracy under attack, transfer between models;
+- `robust` (11.4): the robust logistic loss and its exact minimiser, a Wasserstein shift;
+- `certified` (11.5): randomised smoothing, interval bound propagation, the Lipschitz margin;
+- `saliency` (11.6): saliency, integrated gradients, SmoothGrad, ceteris-paribus profiles;
+- `shapley` (11.6): Shapley, Banzhaf, KernelSHAP, SHAP and SAGE values, missing information, utility;
+- `fairness` (11.7): group confusion matrices and rates, fairness gaps, per-group thresholds, calibration.
+
+Conventions: an input is a row x (d,) of pixels in [0, 1] (the 8×8 digits scaled by
+``load_digits_split(scaling="unit")``), a batch is X (n, d); a classifier is a torch module that maps (n, d) to
+logits (n, K); attacks take and return numpy arrays and work in the dtype of the model's parameters (float64
+models for checks at 1e-8) and on its device; a budget ε is measured in the norm ``p`` ∈ {2, inf}.
+"""
+
+from .attacks import accuracy_curve, class_probabilities, example_losses, transfer_matrix
+from .certified import (
+    ABSTAIN,
+    Bounds,
+    Certificate,
+    add_noise,
+    certified_accuracy,
+    certify,
+    clopper_pearson_lower,
+    ibp_affine,
+    ibp_bounds,
+    ibp_certify,
+    lipschitz_radius,
+    noise_counts,
+    smoothed_predict,
+    smoothing_radius,
+    soft_smoothed,
+)
+from .common import (
+    fgsm,
+    linear_two_class,
+    lp_norm,
+    mlp,
+    pgd,
+    pgd_step,
+    predict,
+    project_lp,
+    robust_accuracy,
+    train_classifier,
+)
+from .fairness import (
+    CreditPopulation,
+    FairnessGaps,
+    GroupCalibration,
+    GroupConfusion,
+    GroupRates,
+    calibration_by_group,
+    chouldechova_fpr,
+    confusion_by_group,
+    credit_population,
+    fairness_gaps,
+    group_aware_features,
+    group_rates,
+    threshold_by_group,
+    thresholds_for_ppv,
+    thresholds_for_rate,
+    thresholds_for_tpr,
+)
+from .linear import (
+    DeepFoolResult,
+    LineSearchResult,
+    LinfWorstCase,
+    MulticlassDistances,
+    deepfool,
+    dual_norm,
+    dual_norm_maximiser,
+    gradient_line_search,
+    linear_linf_worst,
+    linear_min_l2,
+    multiclass_distances,
+    multiclass_min_l2,
+)
+from .robust import LinearModel, Shifted, fit_robust_logistic, robust_logistic_loss, w1_mass_shift
+from .saliency import (
+    ceteris_paribus,
+    integrated_gradients,
+    mean_pairwise_cosine,
+    model_outputs,
+    saliency,
+    smoothgrad,
+)
+from .shapley import (
+    REDUNDANT_FEATURES,
+    LabelledData,
+    Utility,
+    banzhaf_exact,
+    interventional_value,
+    kernel_shap,
+    logistic_risk,
+    missing_info,
+    predictive_utility,
+    redundant_logistic_data,
+    sage_values,
+    shap_values,
+    shapley_exact,
+    shapley_weight,
+)
+
+__all__ = [
+    "lp_norm",
+    "project_lp",
+    "mlp",
+    "train_classifier",
+    "predict",
+    "fgsm",
+    "pgd_step",
+    "pgd",
+    "robust_accuracy",
+    "linear_two_class",
+    "dual_norm",
+    "dual_norm_maximiser",
+    "linear_min_l2",
+    "LinfWorstCase",
+    "linear_linf_worst",
+    "MulticlassDistances",
+    "multiclass_distances",
+    "multiclass_min_l2",
+    "DeepFoolResult",
+    "deepfool",
+    "LineSearchResult",
+    "gradient_line_search",
+    "class_probabilities",
+    "example_losses",
+    "accuracy_curve",
+    "transfer_matrix",
+    "LinearModel",
+    "robust_logistic_loss",
+    "fit_robust_logistic",
+    "Shifted",
+    "w1_mass_shift",
+    "ABSTAIN",
+    "add_noise",
+    "noise_counts",
+    "smoothed_predict",
+    "clopper_pearson_lower",
+    "smoothing_radius",
+    "Certificate",
+    "certify",
+    "certified_accuracy",
+    "soft_smoothed",
+    "Bounds",
+    "ibp_affine",
+    "ibp_bounds",
+    "ibp_certify",
+    "lipschitz_radius",
+    "model_outputs",
+    "saliency",
+    "integrated_gradients",
+    "smoothgrad",
+    "mean_pairwise_cosine",
+    "ceteris_paribus",
+    "REDUNDANT_FEATURES",
+    "LabelledData",
+    "redundant_logistic_data",
+    "missing_info",
+    "Utility",
+    "logistic_risk",
+    "predictive_utility",
+    "shapley_weight",
+    "shapley_exact",
+    "banzhaf_exact",
+    "kernel_shap",
+    "interventional_value",
+    "shap_values",
+    "sage_values",
+    "CreditPopulation",
+    "credit_population",
+    "group_aware_features",
+    "GroupConfusion",
+    "confusion_by_group",
+    "GroupRates",
+    "group_rates",
+    "FairnessGaps",
+    "fairness_gaps",
+    "threshold_by_group",
+    "thresholds_for_rate",
+    "thresholds_for_tpr",
+    "thresholds_for_ppv",
+    "chouldechova_fpr",
+    "GroupCalibration",
+    "calibration_by_group",
+]
