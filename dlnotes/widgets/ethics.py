@@ -8,6 +8,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 from scipy import stats
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_curve
@@ -487,37 +488,44 @@ FAIRNESS_THRESHOLDS = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7]  # the website's frames for
 @widget
 def fairness_threshold_explorer() -> widgets.VBox:
     """Per-group thresholds on a credit score (11.22-11.25): each group's ROC curve with its operating point, the
-    positive rate, TPR, FPR and PPV of both groups, and the gaps Δ_DP, Δ_EO and the TPR gap."""
+    positive rate, TPR, FPR and PPV of both groups, and the gaps Δ_DP, Δ_EO and the TPR gap. One figure, its
+    points, bars and title updated for each pair of thresholds."""
     test, score, rocs = _credit_scores()
     names = ("P(Ŷ=1)", "TPR", "FPR", "PPV")
+    base_rate = group_rates(
+        test.y, test.y, test.a
+    ).base_rate  # the groups' shares of y = 1, whatever the rule
+    fig = Figure(figsize=(10, 4.2))
+    ax_roc, ax_bar = fig.subplots(1, 2)
+    ax_roc.plot([0, 1], [0, 1], color="lightgrey", lw=1)
+    positions = np.arange(len(names))
+    points, bars = [], []
+    for g, (fpr, tpr) in enumerate(rocs):
+        ax_roc.plot(fpr, tpr, color=f"C{g}", label=rf"group $A={g}$ ($\pi_{g}$ = {base_rate[g]:.2f})")
+        points.append(ax_roc.plot([], [], "o", color=f"C{g}", ms=9)[0])
+        offset = positions + (g - 0.5) * 0.38
+        bars.append(
+            ax_bar.bar(offset, np.zeros(len(names)), width=0.38, color=f"C{g}", label=f"group A = {g}")
+        )
+    ax_roc.set(xlabel="false-positive rate", ylabel="true-positive rate", title="ROC curve of each group")
+    ax_roc.legend(loc="lower right", fontsize=9)
+    ax_bar.set_xticks(positions, names)
+    ax_bar.set(ylim=(0, 1.05), ylabel="rate", title=r"$\Delta_{DP}$")
+    ax_bar.legend(fontsize=9)
+    fig.tight_layout()
 
-    def draw(t0: float, t1: float) -> plt.Figure:
+    def draw(t0: float, t1: float) -> Figure:
         y_hat = threshold_by_group(score, test.a, [t0, t1])
         rates = group_rates(test.y, y_hat, test.a)
         gaps = fairness_gaps(test.y, y_hat, test.a)
-        fig, (ax_roc, ax_bar) = plt.subplots(1, 2, figsize=(10, 4.2))
-        ax_roc.plot([0, 1], [0, 1], color="lightgrey", lw=1)
-        for g, (fpr, tpr) in enumerate(rocs):
-            ax_roc.plot(
-                fpr, tpr, color=f"C{g}", label=rf"group $A={g}$ ($\pi_{g}$ = {rates.base_rate[g]:.2f})"
-            )
-            ax_roc.plot(rates.FPR[g], rates.TPR[g], "o", color=f"C{g}", ms=9)
-        ax_roc.set(xlabel="false-positive rate", ylabel="true-positive rate", title="ROC curve of each group")
-        ax_roc.legend(loc="lower right", fontsize=9)
-        positions = np.arange(len(names))
         for g in (0, 1):
-            values = [rates.positive_rate[g], rates.TPR[g], rates.FPR[g], rates.PPV[g]]
-            ax_bar.bar(
-                positions + (g - 0.5) * 0.38, values, width=0.38, color=f"C{g}", label=f"group A = {g}"
-            )
-        ax_bar.set_xticks(positions, names)
-        ax_bar.set(
-            ylim=(0, 1.05),
-            ylabel="rate",
-            title=rf"$\Delta_{{DP}}$ = {gaps.dp:.2f}, $\Delta_{{EO}}$ = {gaps.eo:.2f}, TPR gap = {gaps.tpr:.2f}",
+            points[g].set_data([rates.FPR[g]], [rates.TPR[g]])
+            values = (rates.positive_rate[g], rates.TPR[g], rates.FPR[g], rates.PPV[g])
+            for bar, value in zip(bars[g], values, strict=True):
+                bar.set_height(value)
+        ax_bar.set_title(
+            rf"$\Delta_{{DP}}$ = {gaps.dp:.2f}, $\Delta_{{EO}}$ = {gaps.eo:.2f}, TPR gap = {gaps.tpr:.2f}"
         )
-        ax_bar.legend(fontsize=9)
-        fig.tight_layout()
         return fig
 
     return interactive_figure(
