@@ -73,42 +73,46 @@ def _unit_sphere(p: float, n: int = 721) -> np.ndarray:
 def unit_ball_explorer() -> widgets.VBox:
     """The unit ball {||delta||_p <= 1} in 2-D for the chosen p (11.02), a weight vector w at the chosen angle,
     the perturbation delta* of the ball that maximises w^T delta, and the supporting line w^T delta = ||w||_q
-    (the dual norm, 1/p + 1/q = 1). Below p = 1 the ball is not convex and the maximum is that of p = 1."""
-    references = {p: _unit_sphere(p) for p in (1.0, 2.0, np.inf)}
+    (the dual norm, 1/p + 1/q = 1). Below p = 1 the ball is not convex and the maximum is that of p = 1. One
+    figure, updated for each setting."""
+    fig = Figure(figsize=(5.6, 5.2))
+    ax = fig.subplots()
+    for ref_p in (1.0, 2.0, np.inf):
+        points = _unit_sphere(ref_p)
+        ax.plot(*points.T, color="lightgrey", lw=1, ls="--")
+        name = "∞" if ref_p == np.inf else f"{ref_p:g}"
+        ax.text(*(points[270] * 1.04), f"p = {name}", color="grey", fontsize=8, ha="right")
+    (ball,) = ax.fill([0, 1], [0, 1], color="C0", alpha=0.25)
+    (outline,) = ax.plot([], [], color="C0", lw=2)
+    arrow = ax.annotate("", xy=(1, 0), xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": "C1", "lw": 2})
+    w_label = ax.text(0, 0, "$w$", color="C1", fontsize=12)
+    (support,) = ax.plot([], [], color="C3", lw=1.2)
+    (maximiser,) = ax.plot([], [], "o", color="C3", ms=9, label=r"maximiser $\delta^*$")
+    ax.set(xlim=(-1.6, 1.6), ylim=(-1.6, 1.6), aspect="equal", xlabel=r"$\delta_1$", ylabel=r"$\delta_2$")
+    ax.set_title("p")
+    fig.tight_layout()
 
-    def draw(p_label: str, angle: int) -> plt.Figure:
+    def draw(p_label: str, angle: int) -> Figure:
         p = BALL_P[p_label]
         w = np.array([np.cos(np.radians(angle)), np.sin(np.radians(angle))])
         p_max = max(p, 1.0)  # below 1 the maximiser is the vertex of the l1 ball
         value = dual_norm(w, p_max)
         delta = dual_norm_maximiser(w, 1.0, p_max)
         q = 1.0 if p_max == np.inf else np.inf if p_max == 1 else p_max / (p_max - 1)
-        fig, ax = plt.subplots(figsize=(5.6, 5.2))
-        for ref_p, points in references.items():
-            name = "∞" if ref_p == np.inf else f"{ref_p:g}"
-            ax.plot(*points.T, color="lightgrey", lw=1, ls="--")
-            ax.text(*(points[270] * 1.04), f"p = {name}", color="grey", fontsize=8, ha="right")
         sphere = _unit_sphere(p)
-        ax.fill(*sphere.T, color="C0", alpha=0.25, label=rf"$\|\delta\|_p\leq 1$, p = {p_label}")
-        ax.plot(*sphere.T, color="C0", lw=2)
-        ax.annotate("", xy=0.6 * w, xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": "C1", "lw": 2})
-        ax.text(*(0.6 * w + [0.03, -0.12]), "$w$", color="C1", fontsize=12)
+        ball.set_xy(sphere)
+        ball.set_label(rf"$\|\delta\|_p\leq 1$, p = {p_label}")
+        outline.set_data(*sphere.T)
+        arrow.xy = 0.6 * w
+        w_label.set_position(0.6 * w + [0.03, -0.12])
         normal = np.array([-w[1], w[0]])
         line = value * w + np.outer(np.linspace(-3, 3, 2), normal)  # {delta: w^T delta = ||w||_q}
-        ax.plot(*line.T, color="C3", lw=1.2, label=rf"$w^\top\delta = \|w\|_q = {value:.3f}$")
-        ax.plot(*delta, "o", color="C3", ms=9, label=r"maximiser $\delta^*$")
+        support.set_data(*line.T)
+        support.set_label(rf"$w^\top\delta = \|w\|_q = {value:.3f}$")
+        maximiser.set_data([delta[0]], [delta[1]])
         q_text = "∞" if q == np.inf else f"{q:g}"
-        note = ", as for p = 1" if p < 1 else ""
-        ax.set(
-            xlim=(-1.6, 1.6),
-            ylim=(-1.6, 1.6),
-            aspect="equal",
-            xlabel=r"$\delta_1$",
-            ylabel=r"$\delta_2$",
-            title=f"p = {p_label}: dual exponent q = {q_text}{note}",
-        )
-        ax.legend(loc="lower left", fontsize=8)
-        fig.tight_layout()
+        ax.set_title(f"p = {p_label}: dual exponent q = {q_text}{', as for p = 1' if p < 1 else ''}")
+        ax.legend(handles=[ball, support, maximiser], loc="lower left", fontsize=8)
         return fig
 
     return interactive_figure(
