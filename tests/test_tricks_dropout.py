@@ -1,5 +1,4 @@
-"""Section 8.4: dropout against its expectation and against torch's nn.Dropout, the book's MLP and its training,
-the enumerated dropout ensemble against a brute-force sum and the Monte-Carlo estimate, the weighted geometric
+"""Section 8.4: dropout against its expectation, the training of the dropout MLP, the enumerated dropout ensemble against a brute-force sum and the Monte-Carlo estimate, the weighted geometric
 mean against weight scaling, bootstrap resamples, bagging and the Brier decomposition against direct sums."""
 
 import itertools
@@ -7,8 +6,21 @@ import itertools
 import numpy as np
 import torch
 
-from dlnotes import tricks
 from dlnotes.activations import softmax
+from dlnotes.tricks.common import predict_logits
+from dlnotes.tricks.dropout import (
+    all_masks,
+    bagging,
+    bootstrap_indices,
+    brier_decomposition,
+    classifier_scores,
+    dropout,
+    dropout_all_masks,
+    dropout_monte_carlo,
+    mask_probabilities,
+    train_dropout_mlp,
+    weighted_geometric_mean,
+)
 
 from conftest import bad_input_test
 
@@ -19,8 +31,8 @@ def test_dropout_is_unbiased_in_both_forms_and_masks_have_the_keep_probability()
     x = rng.normal(size=5)
     pi = np.array([0.1, 0.3, 0.5, 0.9, 1.0])
     X = np.tile(x, (200_000, 1))
-    inverted = tricks.dropout(X, pi, rng=1)
-    original = tricks.dropout(X, pi, inverted=False, rng=1)
+    inverted = dropout(X, pi, rng=1)
+    original = dropout(X, pi, inverted=False, rng=1)
     assert np.array_equal(inverted.mask, original.mask)  # the same draws, two scalings
     assert set(np.unique(inverted.mask)) <= {0.0, 1.0}
     se = inverted.out.std(axis=0) / np.sqrt(len(X)) + 1e-9  # 0 for pi = 1: rounding only
@@ -29,68 +41,29 @@ def test_dropout_is_unbiased_in_both_forms_and_masks_have_the_keep_probability()
     assert np.allclose(inverted.mask.mean(axis=0), pi, atol=5 * np.sqrt(0.25 / len(X)))
     assert np.array_equal(inverted.out[inverted.mask == 0], np.zeros((inverted.mask == 0).sum()))
     # evaluation: identity (inverted), pi x (original)
-    assert np.array_equal(tricks.dropout(x, pi, training=False).out, x)
-    assert np.allclose(tricks.dropout(x, pi, training=False, inverted=False).out, pi * x)
-    assert np.array_equal(tricks.dropout(x, 0.7, training=False).mask, np.ones(5))
-
-
-def test_dropout_layer_equals_torch_dropout_and_is_the_identity_in_eval_mode():
-    x = torch.randn(32, 50, dtype=torch.float64)
-    for pi in (0.2, 0.5, 0.9):
-        ours, theirs = tricks.Dropout(pi), torch.nn.Dropout(p=1 - pi)
-        state = torch.get_rng_state()
-        a = ours(x)
-        torch.set_rng_state(state)
-        b = theirs(x)
-        assert torch.allclose(a, b, atol=1e-12)
-        assert ((a == 0) == (b == 0)).all()
-        ours.eval()
-        assert torch.equal(ours(x), x)
-    assert torch.equal(tricks.Dropout(1.0)(x), x)
-    own = tricks.Dropout(0.5, rng=3)
-    assert torch.equal(own(x), tricks.Dropout(0.5, rng=3)(x))  # its own generator: reproducible
-    assert "pi=0.5" in repr(own)
-
-
-def test_dropout_mlp_layers_and_paired_initial_weights():
-    with_dropout = tricks.dropout_mlp([6, 8, 7, 3], 0.5, pi_input=0.8, rng=5)
-    plain = tricks.dropout_mlp([6, 8, 7, 3], 1.0, rng=5)
-    kinds = [type(m).__name__ for m in with_dropout]
-    assert kinds == ["Dropout", "Linear", "ReLU", "Dropout", "Linear", "ReLU", "Dropout", "Linear"]
-    assert [type(m).__name__ for m in plain] == ["Linear", "ReLU", "Linear", "ReLU", "Linear"]
-    linears = [m for m in with_dropout if isinstance(m, torch.nn.Linear)]
-    plain_linears = [m for m in plain if isinstance(m, torch.nn.Linear)]
-    for a, b in zip(linears, plain_linears, strict=True):
-        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
-        bound = 1 / np.sqrt(a.in_features)  # torch's default nn.Linear range
-        assert a.weight.abs().max() <= bound and a.weight.abs().max() > 0.5 * bound
-    x = torch.randn(4, 6)
-    with_dropout.eval()
-    expected = x
-    for a in plain_linears[:-1]:
-        expected = torch.relu(a(expected))
-    assert torch.allclose(with_dropout(x), plain_linears[-1](expected))
+    assert np.array_equal(dropout(x, pi, training=False).out, x)
+    assert np.allclose(dropout(x, pi, training=False, inverted=False).out, pi * x)
+    assert np.array_equal(dropout(x, 0.7, training=False).mask, np.ones(5))
 
 
 def test_train_dropout_mlp_fits_and_records_history():
     X = rng.normal(size=(60, 4))
     y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0).astype(int)
-    result = tricks.train_dropout_mlp(
+    result = train_dropout_mlp(
         X, y, 0.5, X_val=X[:20], y_val=y[:20], hidden=32, epochs=150, lr=1e-2, rng=0, progress=False
     )
     assert not result.model.training
     assert len(result.history["train_loss"]) == len(result.history["val_loss"]) == 150
-    scores = tricks.classifier_scores(result.model, X, y)
-    logits = result.model(torch.as_tensor(X, dtype=torch.float32)).detach().double()
+    scores = classifier_scores(result.model.train(), X, y)
+    assert result.model.training  # evaluated in eval mode, left in the mode it came in
+    logits = torch.as_tensor(predict_logits(result.model, X)).double()
     reference_ce = torch.nn.functional.cross_entropy(logits, torch.as_tensor(y)).item()
     assert np.isclose(scores.cross_entropy, reference_ce, rtol=1e-5)
     assert np.isclose(scores.accuracy, np.mean(logits.argmax(1).numpy() == y)) and scores.accuracy > 0.9
-    assert np.isclose(
-        result.history["val_loss"][-1], tricks.classifier_scores(result.model, X[:20], y[:20])[0]
-    )
-    again = tricks.train_dropout_mlp(X, y, 0.5, hidden=32, epochs=150, lr=1e-2, rng=0, progress=False)
+    assert np.isclose(result.history["val_loss"][-1], classifier_scores(result.model, X[:20], y[:20])[0])
+    again = train_dropout_mlp(X, y, 0.5, hidden=32, epochs=150, lr=1e-2, rng=0, progress=False)
     assert again.history["train_loss"] == result.history["train_loss"]  # reproducible from rng
-    minibatch = tricks.train_dropout_mlp(X, y, 1.0, hidden=32, epochs=5, batch_size=16, rng=0, progress=False)
+    minibatch = train_dropout_mlp(X, y, 1.0, hidden=32, epochs=5, batch_size=16, rng=0, progress=False)
     assert len(minibatch.history["train_loss"]) == 5
 
 
@@ -110,12 +83,12 @@ def test_dropout_all_masks_equals_a_brute_force_sum():
     def f(x, masks):
         return softmax((masks * x) @ W.T + c, axis=1)
 
-    result = tricks.dropout_all_masks(f, x, pi)
+    result = dropout_all_masks(f, x, pi)
     assert result.masks.shape == (2**R, R) and len({tuple(m) for m in result.masks}) == 2**R
     assert np.isclose(result.probs.sum(), 1.0)
     assert np.allclose(result.mixture, _brute_force_mixture(f, x, pi), atol=1e-14)
-    assert np.allclose(tricks.mask_probabilities(np.ones((1, R)), pi), np.prod(pi))
-    assert np.array_equal(tricks.all_masks(2), [[0, 0], [1, 0], [0, 1], [1, 1]])
+    assert np.allclose(mask_probabilities(np.ones((1, R)), pi), np.prod(pi))
+    assert np.array_equal(all_masks(2), [[0, 0], [1, 0], [0, 1], [1, 1]])
 
 
 def test_dropout_monte_carlo_agrees_with_the_exact_mixture_and_its_standard_error():
@@ -126,11 +99,11 @@ def test_dropout_monte_carlo_agrees_with_the_exact_mixture_and_its_standard_erro
     def f(x, masks):
         return softmax((masks * x) @ W.T, axis=1)
 
-    exact = tricks.dropout_all_masks(f, x, pi).mixture
-    mc = tricks.dropout_monte_carlo(f, x, pi, 50_000, chunk=7_000, rng=2)
+    exact = dropout_all_masks(f, x, pi).mixture
+    mc = dropout_monte_carlo(f, x, pi, 50_000, chunk=7_000, rng=2)
     assert np.all(np.abs(mc.mean - exact) < 4.5 * mc.stderr)
     # the standard error is the sd of f(x, b) under p(b) over sqrt(n)
-    outputs = tricks.dropout_all_masks(f, x, pi)
+    outputs = dropout_all_masks(f, x, pi)
     sd = np.sqrt(outputs.probs @ (outputs.outputs - exact) ** 2)
     assert np.allclose(mc.stderr, sd / np.sqrt(50_000), rtol=0.05)
 
@@ -139,15 +112,15 @@ def test_weighted_geometric_mean_equals_weight_scaling_for_a_softmax_layer():
     R, K = 7, 3
     W, c, x = rng.normal(size=(K, R)), rng.normal(size=K), rng.normal(size=R)
     pi = rng.uniform(0.2, 0.9, R)
-    result = tricks.dropout_all_masks(lambda x, m: softmax((m * x) @ W.T + c, axis=1), x, pi)
-    q = tricks.weighted_geometric_mean(result.outputs, result.probs)
+    result = dropout_all_masks(lambda x, m: softmax((m * x) @ W.T + c, axis=1), x, pi)
+    q = weighted_geometric_mean(result.outputs, result.probs)
     assert np.allclose(q, softmax(W @ (pi * x) + c), atol=1e-12)
     direct = np.exp(np.log(result.outputs).mean(axis=0))
-    assert np.allclose(tricks.weighted_geometric_mean(result.outputs), direct / direct.sum(), atol=1e-14)
+    assert np.allclose(weighted_geometric_mean(result.outputs), direct / direct.sum(), atol=1e-14)
 
 
 def test_bootstrap_bagging_and_the_brier_decomposition():
-    idx = tricks.bootstrap_indices(500, 400, rng=3)
+    idx = bootstrap_indices(500, 400, rng=3)
     assert idx.shape == (400, 500) and idx.min() >= 0 and idx.max() < 500
     distinct = np.array([len(np.unique(r)) for r in idx]) / 500
     assert abs(distinct.mean() - (1 - (1 - 1 / 500) ** 500)) < 0.003
@@ -158,14 +131,14 @@ def test_bootstrap_bagging_and_the_brier_decomposition():
         seen.append((X_k, y_k))
         return X_k.mean(axis=0)
 
-    bag = tricks.bagging(fit_model, X, y, 5, rng=4)
+    bag = bagging(fit_model, X, y, 5, rng=4)
     assert len(bag.models) == 5 and bag.indices.shape == (5, 40)
     for (X_k, y_k), model, rows in zip(seen, bag.models, bag.indices, strict=True):
         assert np.array_equal(X_k, X[rows]) and np.array_equal(y_k, y[rows])
         assert np.allclose(model, X[rows].mean(axis=0))
     P = rng.dirichlet(np.ones(3), size=(6, 25))  # (K, N, C)
     labels = rng.integers(0, 3, 25)
-    brier = tricks.brier_decomposition(P, labels)
+    brier = brier_decomposition(P, labels)
     p_bar = P.mean(axis=0)
     ens = np.mean([np.sum((p_bar[n] - np.eye(3)[labels[n]]) ** 2) for n in range(25)])
     members = np.mean([[np.sum((P[k, n] - np.eye(3)[labels[n]]) ** 2) for n in range(25)] for k in range(6)])
@@ -177,49 +150,45 @@ def test_bootstrap_bagging_and_the_brier_decomposition():
 # ----------------------------------------------------------------------------- bad input
 
 BAD_INPUT = [  # (call, error, message)
-    (lambda: tricks.dropout(np.ones(3), 0.0), ValueError, "pi must be a finite number in"),
-    (lambda: tricks.dropout(np.ones(3), 1.5), ValueError, "pi must be a finite number in"),
-    (lambda: tricks.dropout(np.ones(3), [0.5, 0.5]), ValueError, r"pi must have shape (3,)"),
-    (lambda: tricks.dropout(np.ones(2), [0.5, 0.0]), ValueError, r"keep probabilities in (0, 1]"),
-    (lambda: tricks.dropout(np.ones(2), 0.5, training="yes"), TypeError, "training and inverted"),
-    (lambda: tricks.dropout("ab", 0.5), TypeError, "x must be an array"),
-    (lambda: tricks.Dropout(0.0), ValueError, "pi must be a finite number"),
-    (lambda: tricks.Dropout(0.5, rng=-1), (TypeError, ValueError), "rng"),
-    (lambda: tricks.dropout_mlp([4]), ValueError, "at least two widths"),
-    (lambda: tricks.dropout_mlp([4, 3], pi_input=0), ValueError, "pi_input"),
-    (lambda: tricks.train_dropout_mlp(np.ones((4, 2)), [0, 1, 1]), ValueError, "y must be a non-empty 1-D"),
+    (lambda: dropout(np.ones(3), 0.0), ValueError, "pi must be a finite number in"),
+    (lambda: dropout(np.ones(3), 1.5), ValueError, "pi must be a finite number in"),
+    (lambda: dropout(np.ones(3), [0.5, 0.5]), ValueError, r"pi must have shape (3,)"),
+    (lambda: dropout(np.ones(2), [0.5, 0.0]), ValueError, r"keep probabilities in (0, 1]"),
+    (lambda: dropout(np.ones(2), 0.5, training="yes"), TypeError, "training and inverted"),
+    (lambda: dropout("ab", 0.5), TypeError, "x must be an array"),
+    (lambda: train_dropout_mlp(np.ones((4, 2)), [0, 1, 1]), ValueError, "y must be a non-empty 1-D"),
     (
-        lambda: tricks.train_dropout_mlp(np.ones((4, 2)), [0, 1, 1, 0], X_val=np.ones((2, 2))),
+        lambda: train_dropout_mlp(np.ones((4, 2)), [0, 1, 1, 0], X_val=np.ones((2, 2))),
         ValueError,
         "both",
     ),
-    (lambda: tricks.train_dropout_mlp(np.ones((4, 2)), [0, 1, 1, 0], epochs=0), ValueError, "epochs"),
+    (lambda: train_dropout_mlp(np.ones((4, 2)), [0, 1, 1, 0], epochs=0), ValueError, "epochs"),
     (
-        lambda: tricks.classifier_scores(torch.nn.Linear(2, 2), np.ones(3), [0]),
+        lambda: classifier_scores(torch.nn.Linear(2, 2), np.ones(3), [0]),
         ValueError,
         "X must have shape",
     ),
-    (lambda: tricks.all_masks(21), ValueError, "R must be an int in"),
-    (lambda: tricks.mask_probabilities(np.full((2, 2), 0.5), [0.5, 0.5]), ValueError, "only 0 and 1"),
-    (lambda: tricks.dropout_all_masks(lambda x, m: m, np.ones(2), 0.5), TypeError, "vector of R keep"),
+    (lambda: all_masks(21), ValueError, "R must be an int in"),
+    (lambda: mask_probabilities(np.full((2, 2), 0.5), [0.5, 0.5]), ValueError, "only 0 and 1"),
+    (lambda: dropout_all_masks(lambda x, m: m, np.ones(2), 0.5), TypeError, "vector of R keep"),
     (
-        lambda: tricks.dropout_all_masks(lambda x, m: m, np.ones(21), np.full(21, 0.5)),
+        lambda: dropout_all_masks(lambda x, m: m, np.ones(21), np.full(21, 0.5)),
         ValueError,
         "at most 20",
     ),
     (
-        lambda: tricks.dropout_all_masks(lambda x, m: m[:1], np.ones(2), [0.5, 0.5]),
+        lambda: dropout_all_masks(lambda x, m: m[:1], np.ones(2), [0.5, 0.5]),
         ValueError,
         "one output per mask",
     ),
-    (lambda: tricks.dropout_all_masks("f", np.ones(2), [0.5, 0.5]), TypeError, "f must be callable"),
-    (lambda: tricks.dropout_monte_carlo(lambda x, m: m, np.ones(2), [0.5, 0.5], 1), ValueError, "n must be"),
-    (lambda: tricks.weighted_geometric_mean([[0.5, 0.5], [1.0, 0.0]]), ValueError, "positive probabilities"),
-    (lambda: tricks.weighted_geometric_mean([[0.5, 0.5]], [0.5]), ValueError, "sum to 1"),
-    (lambda: tricks.bootstrap_indices(0, 3), ValueError, "n must be an int"),
-    (lambda: tricks.bagging(lambda X, y, r: 0, np.ones((3, 2)), [0, 1], 2), ValueError, "one target per row"),
-    (lambda: tricks.brier_decomposition(np.full((2, 3), 0.5), [0, 1, 1]), ValueError, "3 axes"),
-    (lambda: tricks.brier_decomposition(np.full((2, 3, 2), 0.5), [0, 1, 2]), ValueError, "labels in 0..1"),
+    (lambda: dropout_all_masks("f", np.ones(2), [0.5, 0.5]), TypeError, "f must be callable"),
+    (lambda: dropout_monte_carlo(lambda x, m: m, np.ones(2), [0.5, 0.5], 1), ValueError, "n must be"),
+    (lambda: weighted_geometric_mean([[0.5, 0.5], [1.0, 0.0]]), ValueError, "positive probabilities"),
+    (lambda: weighted_geometric_mean([[0.5, 0.5]], [0.5]), ValueError, "sum to 1"),
+    (lambda: bootstrap_indices(0, 3), ValueError, "n must be an int"),
+    (lambda: bagging(lambda X, y, r: 0, np.ones((3, 2)), [0, 1], 2), ValueError, "one target per row"),
+    (lambda: brier_decomposition(np.full((2, 3), 0.5), [0, 1, 1]), ValueError, "3 axes"),
+    (lambda: brier_decomposition(np.full((2, 3, 2), 0.5), [0, 1, 2]), ValueError, "labels in 0..1"),
 ]
 
 

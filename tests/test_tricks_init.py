@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy import stats
 
-from dlnotes import tricks
+from dlnotes.tricks.init import fixed_init, haar_orthogonal, init_std, init_weights, propagate_stats
 
 from conftest import bad_input_test
 
@@ -33,10 +33,10 @@ def torch_weight(init, **kwargs):
     ],
 )
 def test_schemes_equal_torch_init_in_distribution(scheme, dist, init, kwargs):
-    ours = tricks.init_weights(N_IN, N_OUT, scheme, dist, rng=0)
+    ours = init_weights(N_IN, N_OUT, scheme, dist, rng=0)
     assert ours.shape == (N_OUT, N_IN)
     theirs = torch_weight(init, **kwargs)
-    sigma = tricks.init_std(N_IN, N_OUT, scheme)
+    sigma = init_std(N_IN, N_OUT, scheme)
     assert ours.var() == pytest.approx(sigma**2, rel=0.01)
     assert theirs.var() == pytest.approx(sigma**2, rel=0.01)
     assert stats.ks_2samp(ours.ravel(), theirs).pvalue > 1e-4
@@ -47,24 +47,24 @@ def test_schemes_equal_torch_init_in_distribution(scheme, dist, init, kwargs):
 
 def test_a_different_distribution_is_detected():
     """The two-sample test can fail: a normal and a uniform of the same variance differ."""
-    ours = tricks.init_weights(N_IN, N_OUT, "glorot", "normal", rng=0)
+    ours = init_weights(N_IN, N_OUT, "glorot", "normal", rng=0)
     theirs = torch_weight(torch.nn.init.xavier_uniform_)
     assert stats.ks_2samp(ours.ravel(), theirs).pvalue < 1e-6
 
 
 def test_glorot_bound_and_torch_default_linear():
-    assert tricks.init_std(30, 70, "glorot") * math.sqrt(3) == pytest.approx(math.sqrt(6 / 100))
+    assert init_std(30, 70, "glorot") * math.sqrt(3) == pytest.approx(math.sqrt(6 / 100))
     torch.manual_seed(0)
     layer = torch.nn.Linear(1000, 1000)  # default: U[-1/sqrt(n), 1/sqrt(n)], variance 1/(3n)
     w = layer.weight.detach().numpy().astype(float)
-    assert w.var() == pytest.approx(tricks.init_std(1000, 1000, "torch_default") ** 2, rel=0.01)
-    ours = tricks.init_weights(1000, 1000, "torch_default", "uniform", rng=1)
+    assert w.var() == pytest.approx(init_std(1000, 1000, "torch_default") ** 2, rel=0.01)
+    ours = init_weights(1000, 1000, "torch_default", "uniform", rng=1)
     assert stats.ks_2samp(ours.ravel(), w.ravel()).pvalue > 1e-4
 
 
 @pytest.mark.parametrize("dist", ["normal", "uniform"])
 def test_fixed_init_has_the_variance(dist):
-    w = tricks.fixed_init((1000, 1000), 0.3, dist, rng=2)
+    w = fixed_init((1000, 1000), 0.3, dist, rng=2)
     assert w.var() == pytest.approx(0.09, rel=0.01)
     assert abs(w.mean()) < 4 * 0.3 / 1000
 
@@ -72,7 +72,7 @@ def test_fixed_init_has_the_variance(dist):
 @pytest.mark.parametrize(("n", "m"), [(8, 8), (5, 9), (9, 5)])
 def test_orthogonal_like_torch(n, m):
     g = 1.7
-    W = tricks.init_weights(n, m, "orthogonal", gain=g, rng=4)
+    W = init_weights(n, m, "orthogonal", gain=g, rng=4)
     w_torch = torch.empty(m, n, dtype=torch.float64)
     torch.nn.init.orthogonal_(w_torch, gain=g)
     for M in (W, w_torch.numpy()):
@@ -85,7 +85,7 @@ def test_orthogonal_like_torch(n, m):
 def test_haar_sign_fix_removes_the_bias_of_qr():
     """Entries of a Haar orthogonal Q have mean 0; numpy's plain QR makes Q[0, 0] mostly positive or negative."""
     rng = np.random.default_rng(5)
-    fixed = np.array([tricks.haar_orthogonal(4, rng=rng)[0, 0] for _ in range(4000)])
+    fixed = np.array([haar_orthogonal(4, rng=rng)[0, 0] for _ in range(4000)])
     plain = np.array([np.linalg.qr(rng.standard_normal((4, 4)))[0][0, 0] for _ in range(4000)])
     se = fixed.std() / math.sqrt(len(fixed))
     assert abs(fixed.mean()) < 4 * se
@@ -104,9 +104,9 @@ def test_haar_sign_fix_removes_the_bias_of_qr():
 def test_propagate_stats_equals_torch_autograd(scheme, activation):
     x = np.random.default_rng(0).standard_normal((16, 12))
     depth = 6
-    got = tricks.propagate_stats(x, depth, scheme=scheme, activation=activation, rng=7)
+    got = propagate_stats(x, depth, scheme=scheme, activation=activation, rng=7)
     rng = np.random.default_rng(7)  # the same draws: the weights in order, then the output gradient
-    weights = [torch.tensor(tricks.init_weights(12, 12, scheme, rng=rng)) for _ in range(depth)]
+    weights = [torch.tensor(init_weights(12, 12, scheme, rng=rng)) for _ in range(depth)]
     G = torch.tensor(rng.standard_normal(x.shape))
     phi = {"linear": lambda a: a, "tanh": torch.tanh, "relu": torch.relu}[activation]
     h, pre = torch.tensor(x, requires_grad=True), []
@@ -123,15 +123,15 @@ def test_propagate_stats_equals_torch_autograd(scheme, activation):
 
 def test_depth_regimes():
     x = np.random.default_rng(1).standard_normal((64, 128))
-    lecun_relu = tricks.propagate_stats(x, 20, scheme="lecun", activation="relu", rng=1).forward
-    he_relu = tricks.propagate_stats(x, 20, scheme="he", activation="relu", rng=1).forward
-    ortho = tricks.propagate_stats(x, 20, scheme="orthogonal", activation="linear", rng=1).forward
+    lecun_relu = propagate_stats(x, 20, scheme="lecun", activation="relu", rng=1).forward
+    he_relu = propagate_stats(x, 20, scheme="he", activation="relu", rng=1).forward
+    ortho = propagate_stats(x, 20, scheme="orthogonal", activation="linear", rng=1).forward
     # same draws, He = sqrt(2) LeCun in every layer, and ReLU is positively homogeneous
     np.testing.assert_allclose(he_relu / lecun_relu, 2 ** (np.arange(1, 21) / 2), rtol=1e-10)
     geometric = np.exp(
         np.mean(
             [
-                np.log(tricks.propagate_stats(x, 20, scheme="he", activation="relu", rng=s).forward)
+                np.log(propagate_stats(x, 20, scheme="he", activation="relu", rng=s).forward)
                 for s in range(10)
             ],
             axis=0,
@@ -142,19 +142,19 @@ def test_depth_regimes():
 
 
 BAD_INPUT = [
-    (lambda: tricks.init_std(0, 3), ValueError, "n must be an int in"),
-    (lambda: tricks.init_std(3, 2.0), TypeError, "m must be an int"),
-    (lambda: tricks.init_std(3, 3, "kaiming"), ValueError, "scheme must be one of"),
-    (lambda: tricks.init_std(3, 3, gain=0.0), ValueError, "gain"),
-    (lambda: tricks.init_weights(3, 3, dist="gaussian"), ValueError, "dist must be one of"),
-    (lambda: tricks.init_weights(3, 3, rng="seed"), TypeError, "rng must be"),
-    (lambda: tricks.fixed_init((3, 0), 1.0), ValueError, "shape must be a tuple"),
-    (lambda: tricks.fixed_init((3, 3), -1.0), ValueError, "sigma"),
-    (lambda: tricks.haar_orthogonal(-1), ValueError, "n must be an int"),
-    (lambda: tricks.propagate_stats(np.ones(4), 3), ValueError, "x must have shape"),
-    (lambda: tricks.propagate_stats(np.ones((2, 4)), 0), ValueError, "depth must be an int"),
+    (lambda: init_std(0, 3), ValueError, "n must be an int in"),
+    (lambda: init_std(3, 2.0), TypeError, "m must be an int"),
+    (lambda: init_std(3, 3, "kaiming"), ValueError, "scheme must be one of"),
+    (lambda: init_std(3, 3, gain=0.0), ValueError, "gain"),
+    (lambda: init_weights(3, 3, dist="gaussian"), ValueError, "dist must be one of"),
+    (lambda: init_weights(3, 3, rng="seed"), TypeError, "rng must be"),
+    (lambda: fixed_init((3, 0), 1.0), ValueError, "shape must be a tuple"),
+    (lambda: fixed_init((3, 3), -1.0), ValueError, "sigma"),
+    (lambda: haar_orthogonal(-1), ValueError, "n must be an int"),
+    (lambda: propagate_stats(np.ones(4), 3), ValueError, "x must have shape"),
+    (lambda: propagate_stats(np.ones((2, 4)), 0), ValueError, "depth must be an int"),
     (
-        lambda: tricks.propagate_stats(np.ones((2, 4)), 3, activation="sigmoid"),
+        lambda: propagate_stats(np.ones((2, 4)), 3, activation="sigmoid"),
         ValueError,
         "activation must be",
     ),

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from dlnotes import tricks
+from dlnotes.tricks.normalisation import (
+    BatchNorm,
+    batch_norm,
+    group_norm,
+    rms_norm,
+    weight_norm,
+    weight_norm_grads,
+)
 
 from conftest import bad_input_test
 
@@ -29,7 +36,7 @@ def test_batch_norm_equals_batchnorm1d_in_train_and_eval_mode(B, momentum, eps):
     running_mean, running_var = np.zeros(d), np.ones(d)
     for _ in range(4):
         F = rng.normal(2.0, 3.0, size=(B, d))
-        result = tricks.batch_norm(
+        result = batch_norm(
             F, gamma, beta, running_mean=running_mean, running_var=running_var, momentum=momentum, eps=eps
         )
         running_mean, running_var = result.running_mean, result.running_var
@@ -40,7 +47,7 @@ def test_batch_norm_equals_batchnorm1d_in_train_and_eval_mode(B, momentum, eps):
         assert np.allclose(running_var, bn.running_var.numpy(), atol=1e-12)
     bn.eval()
     F = rng.normal(2.0, 3.0, size=(3, d))
-    own_eval = tricks.batch_norm(
+    own_eval = batch_norm(
         F, gamma, beta, running_mean=running_mean, running_var=running_var, training=False, eps=eps
     )
     with torch.no_grad():
@@ -50,16 +57,14 @@ def test_batch_norm_equals_batchnorm1d_in_train_and_eval_mode(B, momentum, eps):
 
 def test_batch_norm_train_mode_uses_the_biased_variance_and_the_running_var_the_unbiased_one():
     F = rng.normal(size=(4, 3))
-    out = tricks.batch_norm(
-        F, np.ones(3), np.zeros(3), running_mean=np.zeros(3), running_var=np.zeros(3), eps=0.0
-    )
+    out = batch_norm(F, np.ones(3), np.zeros(3), running_mean=np.zeros(3), running_var=np.zeros(3), eps=0.0)
     assert np.allclose(out.out, (F - F.mean(0)) / F.std(0, ddof=0), atol=1e-12)
     assert np.allclose(out.running_var, 0.1 * F.var(0, ddof=1), atol=1e-14)
     assert np.allclose(out.running_mean, 0.1 * F.mean(0), atol=1e-14)
 
 
 def test_batch_norm_without_running_statistics_returns_none():
-    result = tricks.batch_norm(rng.normal(size=(5, 2)), np.ones(2), np.zeros(2))
+    result = batch_norm(rng.normal(size=(5, 2)), np.ones(2), np.zeros(2))
     assert result.running_mean is None and result.running_var is None
 
 
@@ -67,7 +72,7 @@ def test_batch_norm_without_running_statistics_returns_none():
 def test_batchnorm_module_equals_batchnorm1d_outputs_gradients_and_buffers(dtype):
     d, B = 6, 12
     bn = _torch_bn(d, dtype)
-    own = tricks.BatchNorm(d).to(dtype)
+    own = BatchNorm(d).to(dtype)
     with torch.no_grad():
         own.gamma.copy_(bn.weight)
         own.beta.copy_(bn.bias)
@@ -96,9 +101,7 @@ def test_batchnorm_module_equals_batchnorm1d_outputs_gradients_and_buffers(dtype
 
 def test_batchnorm_module_trains_in_an_mlp():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(4, 8), tricks.BatchNorm(8), torch.nn.ReLU(), torch.nn.Linear(8, 1)
-    )
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), BatchNorm(8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     X, y = torch.randn(64, 4), torch.randn(64, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     losses = []
@@ -119,7 +122,7 @@ def test_group_norm_equals_nn_groupnorm(groups):
         gn.weight.copy_(torch.tensor(gamma))
         gn.bias.copy_(torch.tensor(beta))
         expected = gn(torch.tensor(F)).numpy()
-    assert np.allclose(tricks.group_norm(F, gamma, beta, groups=groups), expected, atol=1e-10)
+    assert np.allclose(group_norm(F, gamma, beta, groups=groups), expected, atol=1e-10)
 
 
 def test_group_norm_with_one_group_is_layer_norm():
@@ -129,7 +132,7 @@ def test_group_norm_with_one_group_is_layer_norm():
         ln.weight.copy_(torch.tensor(gamma))
         ln.bias.copy_(torch.tensor(beta))
         expected = ln(torch.tensor(F)).numpy()
-    assert np.allclose(tricks.group_norm(F, gamma, beta, groups=1), expected, atol=1e-12)
+    assert np.allclose(group_norm(F, gamma, beta, groups=1), expected, atol=1e-12)
 
 
 def test_rms_norm_equals_nn_rmsnorm():
@@ -138,7 +141,7 @@ def test_rms_norm_equals_nn_rmsnorm():
     with torch.no_grad():
         rn.weight.copy_(torch.tensor(gamma))
         expected = rn(torch.tensor(F)).numpy()
-    assert np.allclose(tricks.rms_norm(F, gamma), expected, atol=1e-12)
+    assert np.allclose(rms_norm(F, gamma), expected, atol=1e-12)
 
 
 def test_weight_norm_and_its_gradients_equal_torch_parametrization_and_autograd():
@@ -149,12 +152,12 @@ def test_weight_norm_and_its_gradients_equal_torch_parametrization_and_autograd(
         )
     g = layer.parametrizations.weight.original0.detach().numpy().ravel()
     v = layer.parametrizations.weight.original1.detach().numpy()
-    assert np.allclose(tricks.weight_norm(v, g), layer.weight.detach().numpy(), atol=1e-14)
+    assert np.allclose(weight_norm(v, g), layer.weight.detach().numpy(), atol=1e-14)
     x = torch.tensor(rng.normal(size=(10, 6)))
     W = layer.weight.detach().clone().requires_grad_(True)
     (grad_w,) = torch.autograd.grad((torch.tanh(x @ W.T + layer.bias.detach()) ** 2).sum(), W)
     (torch.tanh(layer(x)) ** 2).sum().backward()
-    grads = tricks.weight_norm_grads(v, g, grad_w.numpy())
+    grads = weight_norm_grads(v, g, grad_w.numpy())
     assert np.allclose(grads.grad_v, layer.parametrizations.weight.original1.grad.numpy(), atol=1e-12)
     assert np.allclose(grads.grad_g, layer.parametrizations.weight.original0.grad.numpy().ravel(), atol=1e-12)
     assert np.allclose((grads.grad_v * v).sum(axis=1), 0, atol=1e-12)
@@ -165,42 +168,42 @@ def test_weight_norm_and_its_gradients_equal_torch_parametrization_and_autograd(
 ONES3 = np.ones(3)
 F43 = np.arange(12.0).reshape(4, 3)
 BAD_INPUT = [  # (call, error, message)
-    (lambda: tricks.batch_norm(np.ones(3), ONES3, ONES3), ValueError, r"F must have shape (any, any)"),
-    (lambda: tricks.batch_norm(F43, np.ones(2), ONES3), ValueError, r"gamma must have shape (3,)"),
-    (lambda: tricks.batch_norm(F43[:1], ONES3, ONES3), ValueError, "at least 2 examples"),
+    (lambda: batch_norm(np.ones(3), ONES3, ONES3), ValueError, r"F must have shape (any, any)"),
+    (lambda: batch_norm(F43, np.ones(2), ONES3), ValueError, r"gamma must have shape (3,)"),
+    (lambda: batch_norm(F43[:1], ONES3, ONES3), ValueError, "at least 2 examples"),
     (
-        lambda: tricks.batch_norm(F43, ONES3, ONES3, training=False),
+        lambda: batch_norm(F43, ONES3, ONES3, training=False),
         ValueError,
         "running_mean and running_var",
     ),
-    (lambda: tricks.batch_norm(F43, ONES3, ONES3, running_mean=ONES3), ValueError, "both running_mean"),
-    (lambda: tricks.batch_norm(F43, ONES3, ONES3, training=1), TypeError, "training must be True or False"),
-    (lambda: tricks.batch_norm(F43, ONES3, ONES3, momentum=1.5), ValueError, "momentum"),
-    (lambda: tricks.batch_norm(F43, ONES3, ONES3, eps=-1.0), ValueError, "eps"),
+    (lambda: batch_norm(F43, ONES3, ONES3, running_mean=ONES3), ValueError, "both running_mean"),
+    (lambda: batch_norm(F43, ONES3, ONES3, training=1), TypeError, "training must be True or False"),
+    (lambda: batch_norm(F43, ONES3, ONES3, momentum=1.5), ValueError, "momentum"),
+    (lambda: batch_norm(F43, ONES3, ONES3, eps=-1.0), ValueError, "eps"),
     (
-        lambda: tricks.batch_norm(np.ones((4, 3)), ONES3, ONES3, eps=0.0),
+        lambda: batch_norm(np.ones((4, 3)), ONES3, ONES3, eps=0.0),
         ValueError,
         "constant over the batch",
     ),
     (
-        lambda: tricks.batch_norm(torch.ones(4, 3), torch.ones(2), ONES3),
+        lambda: batch_norm(torch.ones(4, 3), torch.ones(2), ONES3),
         ValueError,
         r"gamma must have shape (3,)",
     ),
-    (lambda: tricks.BatchNorm(0), ValueError, "d must be an int"),
-    (lambda: tricks.BatchNorm(3)(np.ones((4, 3))), TypeError, "x must be a torch tensor"),
-    (lambda: tricks.BatchNorm(3)(torch.ones(4, 2)), ValueError, r"x must have shape (any, 3)"),
-    (lambda: tricks.group_norm(F43, ONES3, ONES3, groups=2), ValueError, "groups must divide"),
-    (lambda: tricks.group_norm(F43, ONES3, ONES3, groups=4), ValueError, "groups must be an int"),
-    (lambda: tricks.rms_norm(F43, np.ones(4)), ValueError, r"gamma must have shape (3,)"),
-    (lambda: tricks.weight_norm(np.zeros((2, 3)), np.ones(2)), ValueError, "non-zero"),
-    (lambda: tricks.weight_norm(np.ones((2, 3)), ONES3), ValueError, r"g must have shape (2,)"),
+    (lambda: BatchNorm(0), ValueError, "d must be an int"),
+    (lambda: BatchNorm(3)(np.ones((4, 3))), TypeError, "x must be a torch tensor"),
+    (lambda: BatchNorm(3)(torch.ones(4, 2)), ValueError, r"x must have shape (any, 3)"),
+    (lambda: group_norm(F43, ONES3, ONES3, groups=2), ValueError, "groups must divide"),
+    (lambda: group_norm(F43, ONES3, ONES3, groups=4), ValueError, "groups must be an int"),
+    (lambda: rms_norm(F43, np.ones(4)), ValueError, r"gamma must have shape (3,)"),
+    (lambda: weight_norm(np.zeros((2, 3)), np.ones(2)), ValueError, "non-zero"),
+    (lambda: weight_norm(np.ones((2, 3)), ONES3), ValueError, r"g must have shape (2,)"),
     (
-        lambda: tricks.weight_norm_grads(np.ones((2, 3)), np.ones(2), ONES3),
+        lambda: weight_norm_grads(np.ones((2, 3)), np.ones(2), ONES3),
         ValueError,
         r"grad_w must have shape",
     ),
-    (lambda: tricks.weight_norm("v", np.ones(2)), TypeError, "v must be an array"),
+    (lambda: weight_norm("v", np.ones(2)), TypeError, "v must be an array"),
 ]
 
 
