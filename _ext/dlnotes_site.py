@@ -10,7 +10,10 @@
   ran where (when ``DLNOTES_CHECK_LOG`` is set, as ``scripts/build_book.py`` does).
 * ``DLNOTES_WIDGET_FRAMES=1`` tells every notebook the build executes that its page will have no kernel: each
   widget precomputes its figures and switches between them in the browser (``dlnotes.widgets.core``).
-* ``static/dlnotes.css`` styles the solutions of the exercises, which are HTML ``<details>`` in the notebooks.
+* ``static/dlnotes.css`` styles the solutions of the exercises, which are HTML ``<details>`` in the notebooks, and
+  the "Common mistakes" boxes, which are block quotes everywhere else (the ``mistakes`` class is added here).
+* The entries of ``references.md`` start with an HTML anchor named by the BibTeX key, which every Markdown reader
+  honours; MyST resolves a link ``references.md#key`` only to ids it knows, so the anchors are registered.
 * Two extensions of Jupyter Book leave open whether they are safe to read in parallel; they are, and saying
   so lets ``scripts/build_book.py`` execute notebooks on several cores.
 """
@@ -26,6 +29,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import yaml
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective
@@ -214,6 +218,28 @@ def declare_parallel_read_safe(app: Sphinx, config) -> None:
             app.extensions[name].parallel_read_safe = True
 
 
+# ----------------------------------------------------------------------------- pages read anywhere
+
+ANCHOR = re.compile(r'<a id="([\w-]+)"></a>')
+MISTAKES = "⚠ Common mistakes"
+
+
+def register_reference_anchors(app: Sphinx, doctree: nodes.document) -> None:
+    if app.env.docname != "references":
+        return
+    slugs = app.env.metadata["references"].setdefault("myst_slugs", {})
+    for raw in doctree.findall(nodes.raw):
+        for key in ANCHOR.findall(raw.astext()):
+            slugs[key] = (raw.line, key, key)
+
+
+def mark_common_mistakes(app: Sphinx, doctree: nodes.document) -> None:
+    """A block quote whose first words are "⚠ Common mistakes" (in bold) becomes a styled box on the website."""
+    for quote in doctree.findall(nodes.block_quote):
+        if quote.children and quote[0].astext().startswith(MISTAKES):
+            quote["classes"].append("mistakes")
+
+
 def setup(app: Sphinx) -> dict:
     os.environ["DLNOTES_WIDGET_FRAMES"] = "1"  # the kernels that execute the notebooks inherit it
     app.connect("config-inited", declare_parallel_read_safe)
@@ -223,6 +249,8 @@ def setup(app: Sphinx) -> dict:
     app.connect("source-read", name_the_notebook)
     app.connect("build-finished", copy_vendor)
     app.connect("html-page-context", drop_thebe)
+    app.connect("doctree-read", register_reference_anchors)
+    app.connect("doctree-read", mark_common_mistakes)
     app.add_js_file(f"../_vendor/{COMPAT.name}", priority=200)  # before MathJax (500)
     app.add_directive("concept-map", ConceptMap)
     app.add_directive("chapter-table", ChapterTable)

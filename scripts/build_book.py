@@ -70,19 +70,20 @@ def notebook_times() -> dict[str, float]:
     return {doc: d["exec_data"]["runtime"] for doc, d in sorted(data.items()) if d.get("exec_data")}
 
 
-def kernels_over_ipc() -> None:
-    """Kernels talk to the build through Unix sockets in Jupyter's runtime folder, not over TCP: nothing to
-    eavesdrop on, and none of ipykernel's warnings about unencrypted TCP in the log. (Neither myst-nb nor
-    nbclient passes a kernel manager's settings through, so the default of the setting is changed.)"""
-    from jupyter_client.connect import ConnectionFileMixin
+def encrypted_kernels() -> None:
+    """Kernels get CurveZMQ keys from their manager where the kernelspec declares support (ipykernel's does):
+    nothing travels in plain text, and the log loses ipykernel's warning about unencrypted TCP, one per
+    notebook. (Neither myst-nb nor nbclient passes a kernel manager's settings through, so the setting's default
+    is changed; a kernel without support runs as before.)"""
+    from jupyter_client.manager import KernelManager
 
-    ConnectionFileMixin.class_traits()["transport"].default_value = "ipc"
+    KernelManager.class_traits()["transport_encryption"].default_value = "auto"
 
 
 def build(jobs: int) -> int:
     from jupyter_book.sphinx import build_sphinx
 
-    kernels_over_ipc()
+    encrypted_kernels()
     shutil.rmtree(BUILD, ignore_errors=True)
     BUILD.mkdir()
     os.environ["DLNOTES_CHECK_LOG"] = str(CHECK_LOG)  # the kernels inherit it

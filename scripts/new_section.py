@@ -33,7 +33,8 @@ except ImportError:
     import dlnotes
 
 SEED = dlnotes.setup_notebook("{VERSION}")"""
-SETUP_METADATA = {"tags": ["hide-input"]}  # folded away on the website
+# folded away: on the website by the tag, in JupyterLab by `source_hidden` (its output stays in view)
+SETUP_METADATA = {"tags": ["hide-input"], "jupyter": {"source_hidden": True}}
 
 SKELETON = [
     ("markdown", "# {title}\n\n**You will learn** ...\n\n**Prerequisites** ..."),
@@ -76,9 +77,9 @@ def sync_setup_cells() -> list[Path]:
     for path in sorted((ROOT / "chapters").rglob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         cell = next(cell for cell in nb.cells if cell.cell_type == "code")
-        if cell.source != SETUP_CELL or cell.metadata.get("tags") != SETUP_METADATA["tags"]:
+        if cell.source != SETUP_CELL or any(cell.metadata.get(k) != v for k, v in SETUP_METADATA.items()):
             cell.source = SETUP_CELL
-            cell.metadata["tags"] = SETUP_METADATA["tags"]
+            cell.metadata.update(SETUP_METADATA)
             nbformat.write(nb, path)
             changed.append(path)
     return changed

@@ -20,6 +20,7 @@ NOTEBOOKS = sorted(p for p in (ROOT / "chapters").rglob("*.ipynb") if ".ipynb_ch
 IDS = [str(p.relative_to(ROOT)) for p in NOTEBOOKS]
 
 new_section = load_script("new_section")
+make_references = load_script("make_references")
 
 
 def toc_files():
@@ -75,7 +76,7 @@ def test_notebook_starts_with_title_and_the_shared_setup_cell(path):
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
     first_code = next(cell for cell in nb.cells if cell.cell_type == "code")
     assert first_code.source == new_section.SETUP_CELL, "run: python scripts/new_section.py --sync"
-    assert first_code.metadata.get("tags") == new_section.SETUP_METADATA["tags"]
+    assert {k: first_code.metadata.get(k) for k in new_section.SETUP_METADATA} == new_section.SETUP_METADATA
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -112,44 +113,85 @@ MYST_ONLY = re.compile(r"^`{3,}\{[\w-]+\}|\{[a-z][\w:-]*\}`|^:class:", re.M)  # 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_markdown_reads_the_same_without_a_myst_renderer(path):
-    """Colab and plain Jupyter show MyST directives and roles as raw text: solutions go into <details>, callouts
-    into <div class="admonition ...">, citations are links to the references page."""
+    """Colab and plain Jupyter show MyST directives and roles as raw text, and HTML classes unstyled: solutions go
+    into <details>, "Common mistakes" into a block quote that opens with a bold "⚠ Common mistakes" (styled on the
+    website by _ext/dlnotes_site.py), citations are links to an entry of the references page."""
     for cell in nbformat.read(path, as_version=4).cells:
         if cell.cell_type == "markdown":
-            found = MYST_ONLY.findall(cell.source)
-            assert not found, f"{cell.get('id')}: MyST-only markup {found}"
+            found = MYST_ONLY.findall(cell.source) + re.findall(r"class=\"admonition[^\"]*\"", cell.source)
+            assert not found, f"{cell.get('id')}: MyST-only markup or an unstyled box {found}"
+            boxes = re.findall(r"^.*Common mistakes.*$", cell.source, re.M)
+            assert all(line == "> **⚠ Common mistakes**" for line in boxes), f"{cell.get('id')}: {boxes}"
 
 
-LATEX_ACCENTS = {"\\'u": "ú", "\\'e": "é", '\\"o': "ö", "\\c c": "ç", "\\cc": "ç", "\\o": "ø"}
+def markdown_of(path) -> str:
+    if path.suffix == ".md":
+        return path.read_text()
+    return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+
+
+def linked_pages() -> list:
+    """The Markdown pages a reader reaches from a notebook by following links, and the pages they link to."""
+    pages, queue = set(), list(NOTEBOOKS)
+    while queue:
+        path = queue.pop()
+        for target in re.findall(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)", markdown_of(path)):
+            page = (path.parent / target).resolve()
+            if page not in pages:
+                pages.add(page)
+                queue.append(page)
+    return sorted(pages)
+
+
+LINKED_PAGES = linked_pages()
 
 
 def author_year(entry) -> tuple[str, str]:
-    """How the notebooks cite a bibliography entry: "Cover", "Widrow and Hoff" or "He et al.", and the year."""
-    names = []
-    for person in entry.persons["author"]:
-        name = re.sub(r"[{}]", "", " ".join(person.prelast_names + person.last_names))
-        for latex, letter in LATEX_ACCENTS.items():
-            name = name.replace(latex, letter)
-        names.append(name)
+    """How the book cites a bibliography entry: "Cover", "Widrow and Hoff" or "He et al.", and the year."""
+    names = [make_references.surname(person) for person in entry.persons["author"]]
     who = names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2 else f"{names[0]} et al."
     return who, entry.fields["year"]
 
 
-def test_every_citation_names_an_entry_of_the_bibliography():
+# [Author (year)](../../references.md#key), the key of an entry of references.bib
+CITATION = re.compile(r"\[([^\]]+)\]\((?:\.\./)*references\.md(#[^)]*)?\)")
+
+
+def test_every_citation_links_to_the_entry_whose_authors_and_year_it_names():
     from pybtex.database import parse_file
 
-    known = {author_year(entry) for entry in parse_file(ROOT / "references.bib").entries.values()}
+    entries = parse_file(ROOT / "references.bib").entries
     cited = set()
-    for path in NOTEBOOKS:
-        text = "\n".join(
-            c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"
-        )
-        for label in re.findall(r"\[([^\]\n]+)\]\(\.\./\.\./references\.md\)", text):
-            parsed = re.fullmatch(r"(.+?)(?:, | \()(\d{4})\)?", label)
-            assert parsed, f"{path.name}: cite as [Author, year] or [Author (year)], not [{label}]"
-            cited.add(parsed.groups())
-            assert parsed.groups() in known, f"{path.name}: {label!r} is not an entry of references.bib"
+    for path in [*NOTEBOOKS, *LINKED_PAGES]:
+        for link, target in CITATION.findall(markdown_of(path)):
+            assert target, f"{path.name}: [{link}] links to the references page, not to an entry (#key)"
+            key = target[1:]
+            assert key in entries, f"{path.name}: {target} is not a key of references.bib"
+            parsed = re.fullmatch(r"(.+?)(?:, | \()(\d{4})\)?", " ".join(link.split()))
+            assert parsed, f"{path.name}: cite as [Author, year] or [Author (year)], not [{link}]"
+            assert parsed.groups() == author_year(entries[key]), f"{path.name}: [{link}] links to {key}"
+            cited.add(key)
     assert len(cited) >= 40
+
+
+def test_the_references_page_is_generated_from_the_bibliography():
+    assert (ROOT / "references.md").read_text() == make_references.page(), (
+        "run: python scripts/make_references.py"
+    )
+
+
+RAW_MYST = re.compile(r'class="language-\{[\w-]+\}|\{[a-z][\w:-]*\}<code>|^:[a-z]+:.*|^\([\w-]+\)=', re.M)
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_pages_notebooks_link_to_read_well_in_plain_markdown(page):
+    """JupyterLab, Colab and GitHub render these pages with a plain Markdown renderer (no MyST): rendered that
+    way they show no directive, role or option."""
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").enable("table").render(page.read_text())
+    raw = RAW_MYST.findall(html)
+    assert not raw, f"{page.relative_to(ROOT)} shows raw MyST: {raw}"
 
 
 def test_plain_nbconvert_shows_no_raw_markup_and_folds_every_solution():
@@ -173,7 +215,7 @@ def test_new_section_creates_a_notebook_that_passes_the_anatomy_tests(tmp_path):
     new_section.new_section(path, "Demo")
     nb = nbformat.read(path, as_version=4)
     assert nb.cells[1].source == new_section.SETUP_CELL and nb.cells[0].source.startswith("# Demo")
-    assert nb.cells[1].metadata["tags"] == ["hide-input"]
+    assert nb.cells[1].metadata == {"tags": ["hide-input"], "jupyter": {"source_hidden": True}}
     with pytest.raises(FileExistsError):
         new_section.new_section(path, "Demo")
 
@@ -187,9 +229,9 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 @pytest.mark.parametrize("index", sorted((ROOT / "chapters").glob("*/index.md")), ids=lambda p: p.parent.name)
 def test_every_chapter_overview_has_a_notation_box_taken_from_the_notation_page(index):
-    box = re.search(r"```\{admonition\} Notation in this chapter\n(.+?)\n```", index.read_text(), re.S)
-    assert box, f"{index.relative_to(ROOT)} lacks the admonition 'Notation in this chapter'"
-    rows = [line for line in box.group(1).splitlines() if line.startswith("| $")]
+    box = re.search(r"^> \*\*Notation in this chapter\*\*\n((?:>.*\n)+)", index.read_text(), re.M)
+    assert box, f"{index.relative_to(ROOT)} lacks the block quote 'Notation in this chapter'"
+    rows = [line[2:] for line in box.group(1).splitlines() if line.startswith("> | $")]
     page = set((ROOT / "notation.md").read_text().splitlines())
     assert rows and all(row in page for row in rows), [row for row in rows if row not in page]
 

@@ -66,11 +66,16 @@ def test_use_threads_sets_torch_and_blas_threads(monkeypatch):
         use_threads(before)
 
 
-def test_setup_notebook_refuses_another_version_of_dlnotes(monkeypatch):
+def test_setup_notebook_refuses_another_version_and_explains_widgets_off_the_website(monkeypatch, capsys):
     monkeypatch.setenv("DLNOTES_SEED", "2")
+    monkeypatch.delenv("DLNOTES_WIDGET_FRAMES", raising=False)
     threads = torch.get_num_threads()
     try:
         assert setup_notebook(dlnotes.__version__) == 2
+        assert "model not found" in capsys.readouterr().out
+        monkeypatch.setenv("DLNOTES_WIDGET_FRAMES", "1")  # the website's build
+        setup_notebook(dlnotes.__version__)
+        assert capsys.readouterr().out == ""
     finally:
         use_threads(threads)
     with pytest.raises(RuntimeError, match=r"written for dlnotes 0\.0\.1, but dlnotes .* is installed"):
