@@ -220,7 +220,7 @@ def declare_parallel_read_safe(app: Sphinx, config) -> None:
 
 # ----------------------------------------------------------------------------- pages read anywhere
 
-ANCHOR = re.compile(r'<a id="([\w-]+)"></a>')
+ANCHOR = re.compile(r'<a id="([\w-]+)">')  # MyST keeps each inline tag apart
 MISTAKES = "⚠ Common mistakes"
 
 

@@ -9,19 +9,28 @@ import os
 
 from .checks import check
 from .plotting import use_style
-from .training import device, seed_everything, use_threads
+from .training import device, seed_each_cell, seed_everything, use_threads
 
 __version__ = "0.2.0"  # the one place of the version: pyproject.toml and the notebooks' setup cells read it
 WIDGETS_NEED_A_KERNEL = (
     "Widgets and progress bars live in the running kernel: in a notebook reopened from disk they read "
     '"Error displaying widget: model not found" until their cells run again.'
 )
-__all__ = ["check", "device", "seed_everything", "setup_notebook", "use_style", "use_threads"]
+__all__ = [
+    "check",
+    "device",
+    "seed_each_cell",
+    "seed_everything",
+    "setup_notebook",
+    "use_style",
+    "use_threads",
+]
 
 
 def setup_notebook(version: str) -> int:
     """What the first cell of every notebook does: make sure the installed dlnotes is the `version` the notebook
-    was written for, seed every random generator (``DLNOTES_SEED``), set the thread count (``DLNOTES_THREADS``)
+    was written for, seed every random generator from ``DLNOTES_SEED`` now and before each cell from it and the
+    cell's text (`seed_each_cell`: a cell re-run prints what it printed), set the thread count (``DLNOTES_THREADS``)
     and the figure style, and say how to revive widgets in a reopened notebook (not on the website, where they
     need no kernel). Returns the seed."""
     if version != __version__:
@@ -30,6 +39,7 @@ def setup_notebook(version: str) -> int:
             "%pip line of the notebook's first cell with --force-reinstall added, then restart the kernel"
         )
     seed = seed_everything()
+    seed_each_cell(seed)
     use_threads()
     use_style()
     if not os.environ.get("DLNOTES_WIDGET_FRAMES"):  # set by the website's build, see dlnotes.widgets.core

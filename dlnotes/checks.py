@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 from collections.abc import Callable
 
 import numpy as np
@@ -19,6 +20,7 @@ from .validation import check_array, check_callable, check_positive
 
 CONCEPT_ID = re.compile(r"\d\d\.\d\d")
 LOG_VARIABLE, NOTEBOOK_VARIABLE = "DLNOTES_CHECK_LOG", "DLNOTES_NOTEBOOK"
+LINE_WIDTH = 100  # characters of a printed check: a notebook's output area is about 110 wide in JupyterLab
 
 
 def _truth(condition) -> bool:
@@ -43,7 +45,8 @@ def _truth(condition) -> bool:
 def check(concept_id: str, condition, message: str = "") -> None:
     """Assert a claim of the lecture and print it.
 
-    Prints ``✔ [CC.NN] message`` when `condition` holds and raises ``AssertionError`` saying that the claim
+    Prints ``✔ [CC.NN] message`` when `condition` holds (wrapped between words at LINE_WIDTH characters:
+    JupyterLab breaks a long output line anywhere, mid-word too) and raises ``AssertionError`` saying that the claim
     did not hold when it does not, so a notebook whose claim is false fails under nbval and in the book build.
 
     `concept_id` is a syllabus id ``CC.NN`` (chapter, concept); `condition` a single boolean (Python's,
@@ -56,7 +59,9 @@ def check(concept_id: str, condition, message: str = "") -> None:
         raise TypeError(f"message must be a str, got {type(message).__name__}")
     if not _truth(condition):
         raise AssertionError(f"✘ [{concept_id}] the claim did not hold" + (f": {message}" if message else ""))
-    print(f"✔ [{concept_id}] {message}".rstrip())
+    lines = f"✔ [{concept_id}] {message}".rstrip().splitlines()
+    print("\n".join(textwrap.fill(line, LINE_WIDTH, subsequent_indent=" " * 10, break_long_words=False,
+                                   break_on_hyphens=False) for line in lines))  # fmt: skip
     log = os.environ.get(LOG_VARIABLE)
     if log:
         with open(log, "a", encoding="utf-8") as f:

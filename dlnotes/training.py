@@ -14,12 +14,14 @@ import contextlib
 import itertools
 import os
 import random
+import zlib
 from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 import threadpoolctl
 import torch
+from IPython import get_ipython
 from IPython.display import display
 from tqdm.auto import tqdm as auto_tqdm
 from tqdm.notebook import tqdm as notebook_tqdm
@@ -54,6 +56,29 @@ def seed_everything(seed: int | None = None) -> int:
     PACKAGE_RNG.bit_generator.state = np.random.PCG64(seed).state
     torch.manual_seed(seed)
     return seed
+
+
+def seed_each_cell(seed: int) -> None:
+    """Before every cell of the running notebook, seed the generators from `seed` and the cell's text: Python's,
+    NumPy's global state, dlnotes' package generator, PyTorch's, and the notebook's own ``rng`` (a NumPy
+    Generator of that name). A cell re-run, alone or out of order, draws what it drew the first time and prints
+    the numbers on the page. Calling it again replaces the earlier hook; outside IPython it does nothing."""
+    seed = check_int(seed, "seed", 0)
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def seed_the_cell(info) -> None:
+        cell = np.random.SeedSequence([seed, zlib.crc32(info.raw_cell.encode())])
+        seed_everything(int(cell.generate_state(1, np.uint64)[0]) % 2**63)
+        rng = shell.user_ns.get("rng")
+        if isinstance(rng, np.random.Generator):
+            rng.bit_generator.state = type(rng.bit_generator)(cell).state
+
+    for callback in list(shell.events.callbacks["pre_run_cell"]):
+        if getattr(callback, "__qualname__", "").startswith(seed_each_cell.__name__ + "."):
+            shell.events.unregister("pre_run_cell", callback)
+    shell.events.register("pre_run_cell", seed_the_cell)
 
 
 def use_threads(n: int | None = None) -> int:

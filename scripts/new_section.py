@@ -24,8 +24,9 @@ VERSION = re.search(r'^__version__ = "([^"]+)"', (ROOT / "dlnotes" / "__init__.p
 
 SETUP_CELL = f"""\
 # Setup, the same in every notebook: install the dlnotes release this notebook was written for where
-# dlnotes is missing (e.g. on Colab); then seed every random generator (DLNOTES_SEED, default 0),
-# use one thread (DLNOTES_THREADS) and the book's figure style.
+# dlnotes is missing (e.g. on Colab); then seed the random generators before every cell from DLNOTES_SEED
+# (default 0) and the cell's text, so that a cell run again draws the same numbers; use one thread
+# (DLNOTES_THREADS) and the book's figure style.
 try:
     import dlnotes
 except ImportError:

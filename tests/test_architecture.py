@@ -192,14 +192,14 @@ def public_functions():
     ("name", "function"), list(public_functions()), ids=lambda x: x if isinstance(x, str) else ""
 )
 def test_one_name_per_idea(name, function):
-    """rng for randomness, batch_size for batches, eta for the step of from-scratch methods (lr only where a torch
+    """rng for randomness (seed only where the global generators are seeded), batch_size for batches, eta for the step of from-scratch methods (lr only where a torch
     optimizer is used)."""
     try:
         parameters = set(inspect.signature(function).parameters)
     except (TypeError, ValueError):
         return
     assert not parameters & {"random_state", "batch", "generator"}, name
-    assert "seed" not in parameters or name == "training.seed_everything", name
+    assert "seed" not in parameters or name in ("training.seed_everything", "training.seed_each_cell"), name
     assert "lr" not in parameters or "torch.optim" in inspect.getsource(function), name
 
 

@@ -1,6 +1,7 @@
 """The book built from scratch (scripts/build_book.py), as CI and a reader build it: what comes out."""
 
 import json
+import re
 import sys
 from collections import defaultdict
 
@@ -72,3 +73,18 @@ def test_executed_pages_show_their_checks_and_widget_figures(book, path):
         assert '"_model_name": "ImageModel"' in state and '"_model_name": "StackModel"' in state, (
             "the page's widgets are not the precomputed frames"
         )
+
+
+def test_citations_lead_to_their_entry_and_common_mistakes_are_boxes(book):
+    """The website resolves `references.md#key` to the entry's anchor (_ext/dlnotes_site.py) and styles the
+    block quotes that open with "⚠ Common mistakes"."""
+    anchors = set(re.findall(r'<a id="([\w-]+)">', (HTML / "references.html").read_text()))
+    cited, boxes = set(), 0
+    for path in NOTEBOOKS:
+        page = (HTML / path.relative_to(ROOT).with_suffix(".html")).read_text()
+        cited |= set(re.findall(r'href="(?:\.\./)*references\.html#([\w-]+)"', page))
+        boxes += len(
+            re.findall(r'<blockquote class="mistakes">\s*<div><p><strong>⚠ Common mistakes</strong>', page)
+        )
+    assert len(cited) >= 40 and cited <= anchors, sorted(cited - anchors)
+    assert boxes == sum(path.read_text().count("> **⚠ Common mistakes**") for path in NOTEBOOKS)

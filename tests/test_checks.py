@@ -11,6 +11,14 @@ def test_check_prints_the_claim_when_it_holds(capsys):
     assert capsys.readouterr().out == "✔ [01.14] 23 perceptron updates <= R^2/gamma^2 = 61.4\n"
 
 
+def test_check_wraps_a_long_claim_between_words(capsys):
+    words = [f"word{i:02d}" for i in range(40)]  # 40 words of 6 characters: 280 characters in all
+    check("05.01", True, " ".join(words))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all(90 < len(line) <= 100 for line in lines[:-1]), lines
+    assert lines[1].startswith(" " * 10 + "word") and " ".join(lines).split()[2:] == words
+
+
 @pytest.mark.parametrize(
     "condition",
     [True, np.bool_(True), np.array([True]), np.array(True), torch.tensor(True), torch.tensor([True])],

@@ -329,3 +329,28 @@ def test_the_rebinding_test_can_fail(tmp_path):
         "def f():\n    return X + 1\n\ny = y + f()\nz += 1\nfor k in k_list:\n    w = k"
     )
     assert bound == {"f", "y", "z", "k", "w"} and read == {"X", "y", "z", "k_list"}
+
+
+def test_a_training_cell_run_again_prints_what_it_printed_first():
+    """A student re-runs a training cell: the setup cell seeds every cell from its text (seed_each_cell), so the
+    accuracies it prints are the page's, not those of generators that have moved on."""
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(ROOT / "chapters/11_ethics/03_attacks.ipynb", as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    training = next(i for i, cell in enumerate(code) if "train_classifier(" in cell.source)
+    notebook.cells = code[: training + 1]
+    client = NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": ROOT}}
+    )
+
+    def printed(index: int) -> str:
+        client.execute_cell(notebook.cells[index], index)
+        return "".join(out.get("text", "") for out in notebook.cells[index].outputs)
+
+    with client.setup_kernel():
+        for index in range(training):
+            client.execute_cell(notebook.cells[index], index)
+        first = printed(training)
+        again = printed(training)
+    assert "accuracy" in first and again == first

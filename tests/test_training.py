@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import dlnotes
-from dlnotes import device, seed_everything, setup_notebook, use_threads
+from dlnotes import device, seed_each_cell, seed_everything, setup_notebook, use_threads
 from dlnotes.training import (
     accuracy,
     count_parameters,
@@ -399,3 +399,28 @@ BAD_INPUT = [
     ),
 ]
 test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)
+
+
+def test_seed_each_cell_makes_a_cell_draw_the_same_numbers_when_run_again():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        seed_each_cell(3)
+        seed_each_cell(3)  # the setup cell run twice: one hook, not two
+        assert sum("seed_each_cell" in c.__qualname__ for c in shell.events.callbacks["pre_run_cell"]) == 1
+        shell.run_cell("import numpy as np, torch\nrng = np.random.default_rng(0)")
+        draw = "drawn = (rng.normal(), np.random.rand(), torch.rand(1).item())"
+        first = shell.run_cell(draw) and shell.user_ns["drawn"]
+        shell.run_cell("rng.normal(size=100); torch.rand(100)")  # the generators move on in another cell
+        assert shell.run_cell(draw) and shell.user_ns["drawn"] == first
+        shell.run_cell(draw + "  # another text")
+        assert all(a != b for a, b in zip(shell.user_ns["drawn"], first, strict=True))
+        seed_each_cell(4)
+        shell.run_cell(draw)
+        assert all(a != b for a, b in zip(shell.user_ns["drawn"], first, strict=True))
+    finally:
+        InteractiveShell.clear_instance()
+    seed_each_cell(0)  # outside IPython: nothing to do
+    with pytest.raises(ValueError, match="seed must be"):
+        seed_each_cell(-1)

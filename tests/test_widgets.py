@@ -78,7 +78,12 @@ def test_widget_shows_a_default_figure_and_every_control_redraws_it(name):
 def test_controls_are_labelled_in_words_and_keep_their_width(name):
     for control in controls_of(WIDGETS[name]()):
         assert control.description and not re.fullmatch(r"\w+_\w+", control.description), control.description
-        assert control.layout.min_width == dlnotes.widgets.core.control_width(control.description)
+        width, label = int(control.layout.min_width.removesuffix("px")), 8 * len(control.description)
+        if isinstance(control, widgets.Dropdown):  # as wide as its label and longest option, not a slider
+            longest = 8 * max(len(option) for option in control._options_labels)  # as displayed
+            assert label + longest < width <= label + longest + 60, (control.description, width)
+        else:
+            assert width >= label + 200, (control.description, width)
 
 
 def test_interactive_figure_shows_the_default_and_redraws_on_change():

@@ -26,7 +26,8 @@ from ..plotting import compact_png, figure_png
 from ..validation import check_callable
 
 WIDGETS: dict[str, Callable[[], widgets.VBox]] = {}  # "chapter_module.builder" -> builder, filled by @widget
-TRACK_WIDTH = 200  # px: the least width of a control beyond its label, so that a slider track stays usable
+TRACK_WIDTH = 200  # px: the least width of a slider beyond its label, so that its track stays usable
+MENU_ARROW = 40  # px: a drop-down's room beyond its longest option
 FRAMES_SWITCH = (
     "DLNOTES_WIDGET_FRAMES"  # "1": precompute frames for a page without a kernel (the book's build)
 )
@@ -105,7 +106,7 @@ def interactive_figure(
 
 
 def _keep_width(control: widgets.ValueWidget) -> None:
-    control.layout.min_width = control_width(control.description)
+    control.layout.min_width = control_width(control)
     if hasattr(control.style, "description_width"):
         control.style.description_width = "initial"  # the whole label, not a fixed cut-off
 
@@ -221,9 +222,13 @@ def _log_frames(draw: Callable, n_frames: int, n_bytes: int, seconds: float) -> 
             log.write(f"{page}\t{draw.__qualname__.split('.')[0]}\t{n_frames}\t{n_bytes}\t{seconds:.3f}\n")
 
 
-def control_width(description: str) -> str:
-    """The least width of a control labelled `description`: the label (about 8 px a character) and the track."""
-    return f"{8 * len(description) + TRACK_WIDTH}px"
+def control_width(control: widgets.ValueWidget) -> str:
+    """The least width of `control`: its label (about 8 px a character) and, for a drop-down, its longest option
+    and the arrow, for any other control a slider's track."""
+    label = 8 * len(control.description)
+    if isinstance(control, widgets.Dropdown):
+        return f"{label + 8 * max(len(option) for option in control._options_labels) + MENU_ARROW}px"
+    return f"{label + TRACK_WIDTH}px"
 
 
 def message_figure(message: str) -> plt.Figure:

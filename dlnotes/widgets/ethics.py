@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from scipy import stats
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_curve
@@ -378,38 +379,40 @@ def profile_explorer() -> widgets.VBox:
             curves,
         )  # the runner-up: highest elsewhere on the profile
 
-    def draw(digit: str, t: float) -> plt.Figure:
-        x = digits[digit].copy()
+    fig = Figure(figsize=(11, 3.6))
+    ax_img, ax_prof, ax_bar = fig.subplots(1, 3, width_ratios=(1, 1.6, 1.3))
+    image = ax_img.imshow(np.zeros((8, 8)), cmap="gray_r", vmin=0, vmax=1)
+    pixel = ax_img.add_patch(Rectangle((0, 0), 1, 1, fill=False, ec="C3", lw=2))
+    ax_img.set(xticks=[], yticks=[], title="pixel")
+    (predicted,) = ax_prof.plot(grid, grid, color="C0")
+    (runner_up,) = ax_prof.plot(grid, grid, color="C1")
+    cursor = ax_prof.axvline(0, color="C3", lw=1)
+    (at_x,) = ax_prof.plot([0], [0], "ko", ms=5, label="$t = x_j$ (the digit)")
+    ax_prof.set(
+        xlabel="pixel value $t$", ylabel="probability", ylim=(-0.03, 1.03), title="ceteris-paribus profile"
+    )
+    bars = ax_bar.bar(range(10), np.zeros(10))
+    ax_bar.set(xlabel="class", ylabel="probability", ylim=(0, 1.03), xticks=range(10), title="prediction")
+    fig.tight_layout()
+
+    def draw(digit: str, t: float) -> Figure:
+        x = digits[digit]
         k, j, other, curves = profiles[digit]
         x_t = x.copy()
         x_t[j] = t
         p_t = model_outputs(model, x_t[None], "probability")[0]
-        fig, (ax_img, ax_prof, ax_bar) = plt.subplots(1, 3, figsize=(11, 3.6), width_ratios=(1, 1.6, 1.3))
-        ax_img.imshow(x_t.reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
+        image.set_data(x_t.reshape(8, 8))
         row, col = divmod(j, 8)
-        ax_img.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, fill=False, ec="C3", lw=2))
-        ax_img.set(xticks=[], yticks=[], title=f"pixel {j} (red) set to {t:.2f}")
-        ax_prof.plot(grid, curves[:, k], color="C0", label=f"$p_{{{k}}}$ (predicted at x)")
-        ax_prof.plot(grid, curves[:, other], color="C1", label=f"$p_{{{other}}}$ (runner-up)")
-        ax_prof.axvline(t, color="C3", lw=1)
-        ax_prof.plot(x[j], curves[np.abs(grid - x[j]).argmin(), k], "ko", ms=5, label="$t = x_j$ (the digit)")
-        ax_prof.set(
-            xlabel="pixel value $t$",
-            ylabel="probability",
-            ylim=(-0.03, 1.03),
-            title="ceteris-paribus profile",
-        )
-        ax_prof.legend(fontsize=8, loc="best")
-        colours = ["C0" if c == k else "C1" if c == other else "lightgrey" for c in range(len(p_t))]
-        ax_bar.bar(range(len(p_t)), p_t, color=colours)
-        ax_bar.set(
-            xlabel="class",
-            ylabel="probability",
-            ylim=(0, 1.03),
-            xticks=range(len(p_t)),
-            title=f"prediction at $t$: {int(p_t.argmax())} ({p_t.max():.2f})",
-        )
-        fig.tight_layout()
+        pixel.set_xy((col - 0.5, row - 0.5))
+        ax_img.set_title(f"pixel {j} (red) set to {t:.2f}")
+        predicted.set(ydata=curves[:, k], label=f"$p_{{{k}}}$ (predicted at x)")
+        runner_up.set(ydata=curves[:, other], label=f"$p_{{{other}}}$ (runner-up)")
+        cursor.set_xdata([t])
+        at_x.set_data([x[j]], [curves[np.abs(grid - x[j]).argmin(), k]])
+        ax_prof.legend(fontsize=8, loc="center right")
+        for c, bar in enumerate(bars):
+            bar.set(height=p_t[c], color="C0" if c == k else "C1" if c == other else "lightgrey")
+        ax_bar.set_title(f"prediction at $t$: {int(p_t.argmax())} ({p_t.max():.2f})")
         return fig
 
     return interactive_figure(

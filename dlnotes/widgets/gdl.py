@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import networkx as nx
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 from torch import nn
 
 from ..data import load_digits, load_karate_club
@@ -141,36 +142,36 @@ def _karate_spectrum():
 @widget
 def spectral_filter_explorer() -> widgets.VBox:
     """Denoising a noisy club signal on the karate club with a low-pass, high-pass or heat-kernel filter g(L~)
-    of strength s (07.20): the filter's response over the frequencies, the noisy and the filtered signal."""
+    of strength s (07.20): the filter's response over the frequencies, the noisy and the filtered signal. One
+    figure, its response curve, node colours and titles updated for each filter."""
     G, y, L, (lam, U) = _karate_spectrum()
     clean = np.where(y == 0, 1.0, -1.0)
     noisy = clean + 0.8 * check_rng(0).normal(size=len(clean))
     pos = graph_layout(G)
     grid = np.linspace(0, 2, 200)
+    fig = Figure(figsize=(10.5, 3.6))
+    ax_g, ax_noisy, ax_out = fig.subplots(1, 3, width_ratios=(1.2, 1, 1.25))
+    spectrum = np.abs(U.T @ noisy)
+    ax_g.vlines(
+        lam, 0, spectrum / spectrum.max(), color="C1", alpha=0.6, label=r"$|\hat x_k|$, noisy (scaled)"
+    )
+    (response,) = ax_g.plot(grid, np.ones_like(grid), color="C0", label=r"filter $g(\lambda)$")
+    ax_g.set(xlabel=r"frequency $\lambda$ (eigenvalue of $\tilde L$)", ylabel="response", ylim=(0, 1.45))
+    ax_g.legend(fontsize=9, loc="upper center", ncol=2, handlelength=1.2, columnspacing=0.8)
+    limit = float(np.abs(noisy).max())
+    draw_graph_signal(G, noisy, ax=ax_noisy, pos=pos, vmin=-limit, vmax=limit, title="noisy signal $x$",
+                      colorbar=False)  # fmt: skip
+    draw_graph_signal(G, noisy, ax=ax_out, pos=pos, vmin=-limit, vmax=limit, label="signal value")
+    nodes = ax_out.collections[-1]  # the filtered signal's dots (the edges come first)
+    fig.tight_layout()
 
-    def draw(kind: str, s: float) -> plt.Figure:
+    def draw(kind: str, s: float) -> Figure:
         filtered = U @ (filter_response(lam, kind, s) * (U.T @ noisy))
         error = np.linalg.norm(filtered - clean) / np.linalg.norm(noisy - clean)
-        fig, (ax_g, ax_noisy, ax_out) = plt.subplots(1, 3, figsize=(13, 3.8))
-        ax_g.plot(grid, filter_response(grid, kind, s), color="C0", label=r"$g(\lambda)$")
-        ax_g.vlines(lam, 0, np.abs(U.T @ noisy) / np.abs(U.T @ noisy).max(), color="C1", alpha=0.6)
-        ax_g.plot([], [], color="C1", label=r"$|\hat x_k|$ of the noisy signal (scaled)")
-        ax_g.set(xlabel=r"frequency $\lambda$ (eigenvalue of $\tilde L$)", ylabel="response", ylim=(0, 1.05))
+        response.set_ydata(filter_response(grid, kind, s))
+        nodes.set_array(filtered)
         ax_g.set_title(f"{kind}, s = {s:g}")
-        ax_g.legend(fontsize=8, loc="upper right")
-        limit = float(np.abs(noisy).max())
-        draw_graph_signal(G, noisy, ax=ax_noisy, pos=pos, vmin=-limit, vmax=limit, title="noisy signal $x$")
-        draw_graph_signal(
-            G,
-            filtered,
-            ax=ax_out,
-            pos=pos,
-            vmin=-limit,
-            vmax=limit,
-            label="signal value",
-            title=f"$g(\\tilde L)x$: error {error:.2f} × the noise",
-        )
-        fig.tight_layout()
+        ax_out.set_title(f"$g(\\tilde L)x$: error {error:.2f} × the noise")
         return fig
 
     return interactive_figure(

@@ -7,6 +7,7 @@ import functools
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from ..data import load_digits, load_digits_split
 from ..tricks import (
@@ -35,32 +36,39 @@ DEPTH_NONLINEARITIES = {"linear": "linear", "tanh": "tanh", "ReLU": "relu"}
 @widget
 def activation_depth_explorer() -> widgets.VBox:
     """Activation statistics through depth (08.01-08.05): the RMS of the pre-activations (forward) and of their
-    gradients (backward) in every layer of a width-128 network at initialisation, per scheme and activation."""
+    gradients (backward) in every layer of a width-128 network at initialisation, per scheme and activation.
+    One figure, its two curves, limits and title updated for each setting."""
     width, batch = 128, 64
+    fig = Figure(figsize=(8, 4.4))
+    ax = fig.subplots()
+    (forward,) = ax.semilogy([], [], "o-", ms=3, label="forward: RMS of $a_l$")
+    (backward,) = ax.semilogy([], [], "s-", ms=3, label=r"backward: RMS of $\partial E/\partial a_l$")
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set(
+        xlabel="layer $l$",
+        ylabel="RMS (log scale)",
+        title="scheme, activation\nlayer L forward, layer 1 backward",
+    )
+    fig.legend(loc="lower center", ncol=2, fontsize=9)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))  # once (the title keeps its two lines), the legend below
 
-    def draw(scheme: str, activation: str, depth: int) -> plt.Figure:
+    def draw(scheme: str, activation: str, depth: int) -> Figure:
         rng = check_rng(0)  # the same network for every frame
         x = rng.standard_normal((batch, width))
         name, gain = DEPTH_SCHEMES[scheme]
         stats = propagate_stats(
             x, depth, scheme=name, activation=DEPTH_NONLINEARITIES[activation], gain=gain, rng=rng
         )
-        fig, ax = plt.subplots(figsize=(8, 4))
         layers = np.arange(1, depth + 1)
-        ax.semilogy(layers, stats.forward, "o-", ms=3, label="forward: RMS of the pre-activations $a_l$")
-        ax.semilogy(layers, stats.backward, "s-", ms=3, label=r"backward: RMS of $\partial E/\partial a_l$")
-        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        forward.set_data(layers, stats.forward)
+        backward.set_data(layers, stats.backward)
         low = min(stats.forward.min(), stats.backward.min(), 0.1)
         high = max(stats.forward.max(), stats.backward.max(), 10.0)
-        ax.set_ylim(low / 3, high * 3)
-        ax.set(
-            xlabel="layer $l$",
-            ylabel="RMS (log scale)",
-            title=f"{scheme}, {activation}\nlayer {depth} forward {stats.forward[-1]:.2g}, "
-            f"layer 1 backward {stats.backward[0]:.2g}",
+        ax.set(xlim=(0, depth + 1), ylim=(low / 3, high * 3))
+        ax.set_title(
+            f"{scheme}, {activation}\nlayer {depth} forward {stats.forward[-1]:.2g}, "
+            f"layer 1 backward {stats.backward[0]:.2g}"
         )
-        ax.legend(loc="best", fontsize=9)
-        fig.tight_layout()
         return fig
 
     return interactive_figure(
