@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from ..optimization import (
     adam_step,
@@ -23,29 +24,49 @@ from .core import interactive_figure, widget
 LOSS_SHOWN = 1e4  # the optimizer race plots losses up to this; a run that exceeds it is marked as diverged
 
 
-def _contours(ax, f, xlim, ylim, levels) -> None:
-    """Contour lines of f (a function of one point) over a 150 x 150 grid."""
+def _grid(f, xlim, ylim) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The values of f (a function of one point) over a 150 x 150 grid: x, y, f(x, y). Computed once per widget
+    (or per setting): 22,500 calls of f cost more than drawing the figure."""
     x, y = np.meshgrid(np.linspace(*xlim, 150), np.linspace(*ylim, 150))
     z = np.array([f(np.array(p)) for p in np.stack([x.ravel(), y.ravel()], axis=1)]).reshape(x.shape)
-    ax.contour(x, y, z, levels=levels, colors="lightgrey", linewidths=0.8)
-    ax.set(xlim=xlim, ylim=ylim, xlabel=r"$\theta_1$", ylabel=r"$\theta_2$")
+    return x, y, z
+
+
+def _contours(ax, grid, levels):
+    """Contour lines of a `_grid`, with the grid's limits and the parameter axes labelled; returns them."""
+    x, y, z = grid
+    ax.set(xlim=(x.min(), x.max()), ylim=(y.min(), y.max()), xlabel=r"$\theta_1$", ylabel=r"$\theta_2$")
+    return ax.contour(x, y, z, levels=levels, colors="lightgrey", linewidths=0.8)
 
 
 @widget
 def quadratic_gd() -> widgets.VBox:
-    """Gradient descent on ``x^T Q x / 2`` with condition number kappa: the zig-zag path over the contours (03.23)."""
+    """Gradient descent on ``x^T Q x / 2`` with condition number kappa: the zig-zag path over the contours (03.23).
+    One figure: its path, loss curve and title are updated, its contour lines redrawn when kappa changes."""
+    fig = Figure(figsize=(10, 4))
+    ax, ax_loss = fig.subplots(1, 2)
+    (path,) = ax.plot([], [], "o-", ms=3, color="C0", zorder=3)
+    leaving = ax.text(0.03, 0.03, "the path leaves the window: diverging", transform=ax.transAxes, color="C1")
+    (loss,) = ax_loss.semilogy([], [], color="C0")
+    ax_loss.set(xlabel="step $t$", ylabel=r"$f(\theta_t)$", title="stable iff $\\eta < 2/L$")
+    shown = {}  # kappa -> the contour lines on show
 
-    def draw(kappa: float, eta_times_L: float) -> plt.Figure:
+    def draw(kappa: float, eta_times_L: float) -> Figure:
         problem = quadratic(kappa)
         xs = gd(problem.grad, np.array([1.0, 1.0 / np.sqrt(kappa)]) * 4, eta_times_L / problem.L, 60)
-        fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 4))
-        _contours(ax, problem.f, (-5, 5), (-5, 5), np.logspace(-2, 2, 15) * kappa / 10)
-        ax.plot(*xs.T, "o-", ms=3)
-        if np.abs(xs).max() > 5:
-            ax.text(0.03, 0.03, "the path leaves the window: diverging", transform=ax.transAxes, color="C1")
+        if kappa not in shown:
+            for contours in shown.values():
+                contours.remove()
+            shown.clear()
+            grid = _grid(problem.f, (-5, 5), (-5, 5))
+            shown[kappa] = _contours(ax, grid, np.logspace(-2, 2, 15) * kappa / 10)
+        path.set_data(*xs.T)
+        leaving.set_visible(bool(np.abs(xs).max() > 5))
         ax.set_title(rf"$\kappa = {kappa:.0f}$, $\eta = {eta_times_L:.2f}/L$")
-        ax_loss.semilogy([problem.f(x) for x in xs])
-        ax_loss.set(xlabel="step $t$", ylabel=r"$f(\theta_t)$", title="stable iff $\\eta < 2/L$")
+        values = [problem.f(x) for x in xs]
+        loss.set_data(np.arange(len(values)), values)
+        ax_loss.relim()
+        ax_loss.autoscale_view()
         return fig
 
     return interactive_figure(
@@ -66,6 +87,7 @@ def diverged_at(losses, limit: float = LOSS_SHOWN) -> int | None:
 def optimizer_race() -> widgets.VBox:
     """GD, heavy ball, Nesterov and Adam on the Rosenbrock valley, with step-size and momentum sliders (03.29)."""
     x0, steps = np.array([-1.5, 2.0]), 400
+    valley = _grid(rosenbrock, (-2, 2), (-1, 3))
 
     def draw(log10_eta: float, momentum: float) -> plt.Figure:
         eta = 10.0**log10_eta
@@ -79,7 +101,7 @@ def optimizer_race() -> widgets.VBox:
                 ),
             }
         fig, (ax, ax_loss) = plt.subplots(1, 2, figsize=(10, 4))
-        _contours(ax, rosenbrock, (-2, 2), (-1, 3), np.logspace(-1, 3, 12))
+        _contours(ax, valley, np.logspace(-1, 3, 12))
         ax.plot(1, 1, "k*", ms=12)
         for name, xs in paths.items():
             with np.errstate(over="ignore", invalid="ignore"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from ..transformers import attention, row_entropy, sinusoidal_pe
 from ..validation import check_matrix, check_rng
@@ -91,39 +92,44 @@ def attention_explorer() -> widgets.VBox:
 
 @widget
 def positional_encoding_explorer() -> widgets.VBox:
-    """Sinusoidal positional encodings P (T, d) and their similarity ``<p_t, p_{t+Delta}>`` (06.09)."""
+    """Sinusoidal positional encodings P (T, d) and their similarity ``<p_t, p_{t+Delta}>`` (06.09). One figure,
+    its images, lines and titles updated for each setting."""
     T = 100
+    lags = np.arange(T)  # a distance Delta, or a position t
+    fig = Figure(figsize=(13, 3.9))
+    ax_p, ax_s, ax_c = fig.subplots(1, 3, width_ratios=(1, 1, 1.2))
+    encodings = ax_p.imshow(
+        np.zeros((T, 2)), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
+    )
+    ax_p.axhline(20, color="k", lw=1)  # the row t = 20
+    row_shifted = ax_p.axhline(20, color="k", lw=1, ls="--")
+    ax_p.set(xlabel="feature $k$ (pairs: sin, cos of $\\omega_i$)", ylabel="position $t$")
+    gram = ax_s.imshow(np.zeros((T, T)), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    (diagonal,) = ax_s.plot([], [], "k--", lw=1)
+    ax_s.set(
+        xlabel="position $t'$", ylabel="position $t$", title="$PP^\\top / (d/2)$; dashed: $t' = t + \\Delta$"
+    )
+    (curve,) = ax_c.plot(lags, np.zeros(T), lw=1.5)
+    (point,) = ax_c.plot([], [], "o", color="C1", ms=8)
+    ax_c.axhline(0, color="0.6", lw=0.8)
+    ax_c.set(
+        xlabel="distance $\\Delta$", ylabel="$\\langle p_t, p_{t+\\Delta}\\rangle / (d/2)$", ylim=(-0.3, 1.05)
+    )
+    fig.subplots_adjust(left=0.05, right=0.98, bottom=0.14, top=0.9, wspace=0.3)
 
-    def draw(delta: int, d: int) -> plt.Figure:
+    def draw(delta: int, d: int) -> Figure:
         P = sinusoidal_pe(T, d)
-        shift = np.arange(T)
-        fig, (ax_p, ax_s, ax_c) = plt.subplots(1, 3, figsize=(13, 3.9), width_ratios=(1, 1, 1.2))
-        ax_p.imshow(P, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-        for t, style in ((20, "-"), (20 + delta, "--")):
-            if t < T:
-                ax_p.axhline(t, color="k", lw=1, ls=style)
-        ax_p.set(xlabel="feature $k$ (pairs: sin, cos of $\\omega_i$)", ylabel="position $t$")
+        encodings.set_data(P)
+        encodings.set_extent((-0.5, d - 0.5, T - 0.5, -0.5))
+        row_shifted.set(ydata=[20 + delta], visible=20 + delta < T)
         ax_p.set_title(f"$P$ ($d = {d}$); rows $t = 20$ and $t + \\Delta$")
-        ax_s.imshow(P @ P.T / (d / 2), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-        ax_s.plot(shift[: T - delta] + delta, shift[: T - delta], "k--", lw=1)
-        ax_s.set(
-            xlabel="position $t'$",
-            ylabel="position $t$",
-            title="$PP^\\top / (d/2)$; dashed: $t' = t + \\Delta$",
-        )
-        lags = np.arange(T)
+        gram.set_data(P @ P.T / (d / 2))
+        diagonal.set_data(lags[: T - delta] + delta, lags[: T - delta])
         omega = 1e4 ** (-np.arange(0, d, 2) / d)
         similarity = np.cos(lags[:, None] * omega).sum(axis=1) / (d / 2)  # <p_t, p_(t+lag)> / (d/2)
-        ax_c.plot(lags, similarity, lw=1.5)
-        ax_c.plot(delta, similarity[delta], "o", color="C1", ms=8)
-        ax_c.axhline(0, color="0.6", lw=0.8)
-        ax_c.set(
-            xlabel="distance $\\Delta$",
-            ylabel="$\\langle p_t, p_{t+\\Delta}\\rangle / (d/2)$",
-            ylim=(-0.3, 1.05),
-            title=f"similarity at $\\Delta = {delta}$: {similarity[delta]:.3f} (same for every $t$)",
-        )
-        fig.subplots_adjust(left=0.05, right=0.98, bottom=0.14, top=0.9, wspace=0.3)
+        curve.set_ydata(similarity)
+        point.set_data([delta], [similarity[delta]])
+        ax_c.set_title(f"similarity at $\\Delta = {delta}$: {similarity[delta]:.3f} (same for every $t$)")
         return fig
 
     return interactive_figure(
