@@ -73,12 +73,14 @@ def copy_vendor(app: Sphinx, exception: Exception | None) -> None:
 
 def drop_thebe(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     """Remove sphinx-thebe's scripts: the book has no live-code button, and Jupyter Book adds
-    thebe's configuration twice, which raises 'THEBE_JS_URL has already been declared'."""
+    thebe's configuration twice, which raises 'THEBE_JS_URL has already been declared'. Only thebe's own files
+    and its configuration go: a widget state's base64 images may spell "thebe" by chance."""
     if "script_files" in context:
         context["script_files"] = [
             js
             for js in context["script_files"]
-            if "thebe" not in f"{js.filename} {js.attributes.get('body', '')}".lower()
+            if "thebe" not in (js.filename or "").lower()
+            and "THEBE_JS_URL" not in js.attributes.get("body", "")
         ]
 
 
