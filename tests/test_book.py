@@ -4,6 +4,7 @@ import json
 import re
 import sys
 from collections import defaultdict
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,10 +12,24 @@ from conftest import HTML, ROOT, build_book
 from test_hygiene import NOTEBOOKS, toc_files
 
 sys.path.insert(0, str(ROOT / "_ext"))
-from dlnotes_site import concept_checks, concept_names  # noqa: E402
+from dlnotes_site import concept_checks, concept_names, drop_thebe  # noqa: E402
 
 FRAMES_PER_WIDGET = 40
 FRAMES_BYTES_PER_PAGE = 3_000_000  # as the page carries them: base64 in the widget state
+
+
+def test_the_site_drops_thebe_but_keeps_a_widget_state_that_spells_it():
+    """9.5's widgets once vanished from the page: their base64 frames contained "theBe"."""
+
+    def script(filename, **attributes):
+        return SimpleNamespace(filename=filename, attributes=attributes)
+
+    state = script(None, type="application/vnd.jupyter.widget-state+json", body='{"png": "iVBxTheBe0"}')
+    context = {
+        "script_files": [script("sphinx-thebe.js"), script(None, body='const THEBE_JS_URL = "x"'), state]
+    }
+    drop_thebe(None, "page", "page.html", context, None)
+    assert context["script_files"] == [state]
 
 
 def test_every_page_of_the_toc_is_built(book):
