@@ -18,9 +18,8 @@ from test_site import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.browser
 NOTEBOOK = "chapters/02_feedforward/02_logistic_softmax.ipynb"
-LINKING = (
-    "chapters/03_optimization/01_background.ipynb"  # cites, links to a chapter overview, has common mistakes
-)
+# a notebook that cites, links to a chapter overview and has common mistakes
+LINKING = "chapters/03_optimization/01_background.ipynb"
 PAGES = ["references.md", "notation.md"]  # the pages outside chapters/ that notebooks link to
 
 
@@ -110,9 +109,8 @@ def test_links_of_a_notebook_in_jupyterlab_open_readable_pages_and_its_boxes_sho
         key = citation.get_attribute("href").split("#")[1]
         citation.click()
         viewer = page.locator(".jp-MarkdownViewer:visible")
-        anchor = (
-            f"[data-jupyter-id='{key}']"  # JupyterLab's sanitiser renames the id of the entry's <a id=key>
-        )
+        # JupyterLab's sanitiser renames the id of the entry's <a id=key> to data-jupyter-id
+        anchor = f"[data-jupyter-id='{key}']"
         viewer.locator(anchor).wait_for(state="attached", timeout=30_000)
         page.wait_for_timeout(1000)  # the viewer scrolls to the fragment once the page is rendered
         box = page.evaluate(
