@@ -50,9 +50,14 @@ def first_author(entry: Entry) -> str:
     return surname((entry.persons.get("author") or entry.persons["editor"])[0])
 
 
-def venue(entry: Entry) -> str:
-    """Where the work appeared: journal, volume(number), pages; proceedings; publisher; school; report."""
-    f = {key.lower(): plain(value) for key, value in entry.fields.items()}
+def fields(entry: Entry) -> dict[str, str]:
+    """The entry's fields in plain text, by lower-case name."""
+    return {key.lower(): plain(value) for key, value in entry.fields.items()}
+
+
+def venue(entry: Entry, f: dict[str, str]) -> str:
+    """Where the work appeared (`f`: the entry's `fields`): journal, volume(number), pages; proceedings;
+    publisher; school; report."""
     pages = f.get("pages", "").replace("--", "–")
     if entry.type == "article":
         volume = f.get("volume", "") + (f"({f['number']})" if "number" in f else "")
@@ -71,10 +76,10 @@ def venue(entry: Entry) -> str:
 
 
 def reference(key: str, entry: Entry) -> str:
-    f = {k.lower(): plain(v) for k, v in entry.fields.items()}
+    f = fields(entry)
     title = f"*{f['title']}*" if entry.type == "book" else f["title"]
     persons = entry.persons.get("author") or entry.persons["editor"]
-    parts = [f"{names(persons)} ({f['year']}).", f"{title}.", venue(entry), f.get("note", "")]
+    parts = [f"{names(persons)} ({f['year']}).", f"{title}.", venue(entry, f), f.get("note", "")]
     text = " ".join(p if p.endswith(".") or not p else p + "." for p in parts if p)
     return f'<a id="{key}"></a>{text}'
 
