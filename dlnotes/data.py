@@ -15,6 +15,7 @@ loader                        source                                          li
 ``load_novel``                Jane Austen, *Pride and Prejudice* (1813),      public domain     ≈ 0.7 MB text
                               Debian ``r-cran-janeaustenr``
 ``load_karate_club``          Zachary's karate club, ``networkx``             public            34 nodes
+``sample_moons``              two interleaved half-circles, drawn i.i.d.      made here         any n
 ============================  ==============================================  ================  ===============
 """
 
@@ -28,7 +29,7 @@ import numpy as np
 import sklearn.datasets
 import sklearn.model_selection
 
-from .validation import check_choice, check_number, check_rng
+from .validation import check_choice, check_int, check_number, check_rng
 
 FASHION_CLASSES = (
     "T-shirt/top",
@@ -111,6 +112,22 @@ def load_fashion_mnist(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
 def load_novel() -> str:
     """Jane Austen's *Pride and Prejudice* as one string (lines joined by newlines)."""
     return _datafile("pride_and_prejudice.txt").read_text(encoding="utf-8")
+
+
+def sample_moons(n: int, noise: float = 0.1, rng=None) -> tuple[np.ndarray, np.ndarray]:
+    """n i.i.d. draws of scikit-learn's two moons: a label y ~ Bernoulli(1/2), a position t ~ U[0, pi] on the
+    label's half-circle, (cos t, sin t) for y = 0 and (1 - cos t, 1/2 - sin t) for y = 1, plus Gaussian noise of
+    standard deviation `noise` on both coordinates, all drawn from `rng`. Returns X (n, 2), y (n,) in {0, 1}.
+    ``sklearn.datasets.make_moons`` places exactly n/2 points per class at evenly spaced t (only the noise is
+    random): not an i.i.d. sample, which the bounds of chapter 09 assume.
+    """
+    n = check_int(n, "n", 1)
+    noise = check_number(noise, "noise", 0)
+    rng = check_rng(rng)
+    y = rng.integers(0, 2, n)
+    t = rng.uniform(0, np.pi, n)
+    X = np.where(y[:, None] == 0, np.c_[np.cos(t), np.sin(t)], np.c_[1 - np.cos(t), 0.5 - np.sin(t)])
+    return X + noise * rng.standard_normal((n, 2)), y
 
 
 def load_karate_club() -> tuple[nx.Graph, np.ndarray]:

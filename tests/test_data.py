@@ -10,6 +10,7 @@ from dlnotes.data import (
     load_fashion_mnist,
     load_karate_club,
     load_novel,
+    sample_moons,
 )
 
 from conftest import bad_input_test
@@ -68,6 +69,26 @@ def test_fashion_mnist_subset_is_balanced(split, per_class):
     assert X.max() == 255 and X.min() == 0
 
 
+def test_sample_moons_is_iid_on_sklearns_arcs():
+    """Noise-free draws lie on make_moons's two half-circles; the class sizes vary like Binomial(n, 1/2) (make_moons
+    fixes them at n/2) and the positions t along an arc are uniform (Kolmogorov-Smirnov)."""
+    from scipy.stats import kstest
+    from sklearn.datasets import make_moons
+
+    X, y = sample_moons(4000, noise=0.0, rng=0)
+    arcs, arc_labels = make_moons(20_000, noise=0.0, shuffle=False)
+    for label in (0, 1):
+        distance = np.linalg.norm(X[y == label, None] - arcs[None, arc_labels == label], axis=2).min(axis=1)
+        assert distance.max() < 1e-3
+    t = np.arccos(np.clip(X[y == 0, 0], -1, 1))
+    assert kstest(t / np.pi, "uniform").pvalue > 1e-3
+    counts = [sample_moons(100, rng=seed)[1].sum() for seed in range(200)]
+    assert 3 < np.std(counts) < 7  # Binomial(100, 1/2): std 5
+    X_noisy, y_noisy = sample_moons(4000, noise=0.2, rng=0)
+    assert (y_noisy == y).all() and abs(np.std(X_noisy - X) - 0.2) < 0.01
+    assert np.array_equal(sample_moons(50, rng=1)[0], sample_moons(50, rng=1)[0])
+
+
 def test_fashion_mnist_train_and_test_differ():
     X_train, _ = load_fashion_mnist("train")
     X_test, _ = load_fashion_mnist("test")
@@ -80,6 +101,9 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: load_digits_split(rng=0.5), TypeError, "rng"),
     (lambda: load_digits_split(scaling="image"), ValueError, "scaling"),
     (lambda: load_fashion_mnist("validation"), ValueError, "split must be one of"),
+    (lambda: sample_moons(0), ValueError, "n"),
+    (lambda: sample_moons(10, noise=-0.1), ValueError, "noise"),
+    (lambda: sample_moons(10, rng=0.5), TypeError, "rng"),
 ]
 
 
