@@ -121,6 +121,18 @@ def test_propagate_stats_equals_torch_autograd(scheme, activation):
     np.testing.assert_allclose(got.backward, [rms(a.grad) for a in pre], rtol=1e-10)
 
 
+def test_propagate_stats_draws_the_distribution_it_is_given():
+    """PyTorch's default is uniform: with dist="uniform" the first layer's pre-activations are those of weights
+    drawn from U[-1/sqrt(n), 1/sqrt(n)], not from a normal of the same variance."""
+    x = np.random.default_rng(2).standard_normal((8, 16))
+    got = propagate_stats(x, 1, scheme="torch_default", dist="uniform", rng=3).forward
+    W = init_weights(16, 16, "torch_default", "uniform", rng=np.random.default_rng(3))
+    assert np.abs(W).max() <= 1 / math.sqrt(16)
+    assert got[0] == pytest.approx(np.sqrt(np.mean((x @ W.T) ** 2)), rel=1e-12)
+    normal = propagate_stats(x, 1, scheme="torch_default", rng=3).forward
+    assert normal[0] != pytest.approx(got[0], rel=1e-3)
+
+
 def test_depth_regimes():
     x = np.random.default_rng(1).standard_normal((64, 128))
     lecun_relu = propagate_stats(x, 20, scheme="lecun", activation="relu", rng=1).forward
@@ -153,6 +165,7 @@ BAD_INPUT = [
     (lambda: haar_orthogonal(-1), ValueError, "n must be an int"),
     (lambda: propagate_stats(np.ones(4), 3), ValueError, "x must have shape"),
     (lambda: propagate_stats(np.ones((2, 4)), 0), ValueError, "depth must be an int"),
+    (lambda: propagate_stats(np.ones((2, 4)), 3, dist="beta"), ValueError, "dist must be one of"),
     (
         lambda: propagate_stats(np.ones((2, 4)), 3, activation="sigmoid"),
         ValueError,

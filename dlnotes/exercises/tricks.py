@@ -37,7 +37,18 @@ grade_init_std = grader(
         ),
         Hint(
             lambda a, e, g: a[2] == "glorot" and close(math.sqrt(1 / (a[0] + a[1])), g),
-            "Glorot averages the forward and backward variances 1/n and 1/m: sigma^2 = 2/(n + m).",
+            "that is sigma^2 = 1/(n + m), half of Glorot's variance: sigma^2 = 2/(n + m), the harmonic mean of "
+            "the forward and backward variances 1/n and 1/m.",
+        ),
+        Hint(
+            lambda a, e, g: a[2] == "glorot" and close(math.sqrt((1 / a[0] + 1 / a[1]) / 2), g),
+            "that is the arithmetic mean (1/n + 1/m)/2 of the forward and backward variances; Glorot takes their "
+            "harmonic mean, sigma^2 = 2/(n + m) = 1 / ((n + m)/2), one over the mean fan.",
+        ),
+        Hint(
+            lambda a, e, g: close(2 / math.sqrt(a[0]), g),
+            "that is 2/sqrt(n): He's factor 2 multiplies the variance, sigma^2 = 2/n, so sigma = sqrt(2/n) = "
+            "sqrt(2)/sqrt(n).",
         ),
     ),
     mistakes=(
@@ -46,8 +57,15 @@ grade_init_std = grader(
         (lambda n, m, scheme: math.sqrt(3) * init_std(n, m, scheme), "uniform"),
         (
             lambda n, m, scheme: math.sqrt(1 / (n + m)) if scheme == "glorot" else init_std(n, m, scheme),
-            "2/(n + m)",
+            "half of Glorot",
         ),
+        (
+            lambda n, m, scheme: (
+                math.sqrt((1 / n + 1 / m) / 2) if scheme == "glorot" else init_std(n, m, scheme)
+            ),
+            "harmonic mean",
+        ),
+        (lambda n, m, scheme: 2 / math.sqrt(n) if scheme == "he" else init_std(n, m, scheme), "2/sqrt(n)"),
     ),
 )
 
@@ -289,6 +307,11 @@ grade_distill_loss = grader(
             "so every row of the gradient is divided by N too.",
         ),
         Hint(
+            lambda a, e, g: close(e[0], g[0]) and close(a[2] * len(a[0]) * e[1], g[1]),
+            "the loss is right, but the gradient misses both factors: the chain rule through G / T gives 1/T "
+            "and the mean over the N rows gives 1/N, dl/dG_iy = (q_iy - p_iy) / (T N).",
+        ),
+        Hint(
             lambda a, e, g: close(a[2] ** 2 * e[0], g[0]),
             "return the tempered cross-entropy l itself; the factor T^2 of Hinton et al. belongs to the training "
             "loss, not to l.",
@@ -299,6 +322,10 @@ grade_distill_loss = grader(
         (lambda F, G, T: _distill_variant(F, G, T, grad_scale=T), "chain rule"),
         (lambda F, G, T: _distill_variant(F, G, T, T_teacher=1.0), "same temperature"),
         (lambda F, G, T: _distill_variant(F, G, T, batch=False), "average over the N rows"),
+        (
+            lambda F, G, T: (distill_loss(F, G, T).loss, T * len(F) * distill_loss(F, G, T).grad),
+            "both factors",
+        ),
         (lambda F, G, T: (T**2 * distill_loss(F, G, T).loss, T**2 * distill_loss(F, G, T).grad), "T^2"),
     ),
 )

@@ -10,7 +10,8 @@ per section, in the order of the chapter:
 - `augmentation` (8.6, 8.8, notebook 05): mixup, label smoothing, the tempered cross-entropy of distillation.
 - `residual_reparam` (8.7, 8.9, notebook 06): scaled residual stacks, the reparameterisation trick against the
   score function.
-- `compared` (8.10, notebook 07): ensemble probabilities, mean and spread over runs, paired differences.
+- `compared` (8.10, notebook 07): ensemble probabilities, mean and spread over runs, paired differences, the
+  paired t-test and Holm's correction.
 - `common`: what several sections share: the dropout layer and the digits MLP, its one trainer
   `train_digits_classifier` (every trick a keyword), predictions, digit augmentation, the tempered softmax and
   the soft cross-entropy.
@@ -40,10 +41,13 @@ from .common import (
     transform_digits,
 )
 from .compared import (
+    PairedTest,
     Spread,
     ensemble_probabilities,
+    holm_adjusted,
     mean_spread,
     paired_difference,
+    paired_t_test,
 )
 from .dropout import (
     Bagged,
@@ -153,6 +157,9 @@ __all__ = [
     "mean_spread",
     "mixup",
     "paired_difference",
+    "paired_t_test",
+    "holm_adjusted",
+    "PairedTest",
     "pathwise_grad",
     "patience_stop",
     "predict_logits",

@@ -31,8 +31,8 @@ def init_std(n: int, m: int, scheme: str = "lecun", gain: float = 1.0) -> float:
     LeCun sigma^2 = 1/n (keeps the forward variance of a linear layer), Glorot/Xavier sigma^2 = 2/(n + m)
     (between the forward 1/n and the backward 1/m), He/Kaiming sigma^2 = 2/n (ReLU halves the second moment),
     ``"torch_default"`` sigma^2 = 1/(3n), the variance of U[-1/sqrt(n), 1/sqrt(n)] that ``nn.Linear`` draws
-    (``kaiming_uniform_(a=sqrt(5))``; not LeCun), ``"orthogonal"`` sigma^2 = 1/n, the variance of one entry of
-    an orthogonal matrix Q (n, n). `gain` multiplies sigma.
+    (``kaiming_uniform_(a=sqrt(5))``; not LeCun), ``"orthogonal"`` sigma^2 = 1/max(n, m), the variance of one
+    entry of a matrix with orthonormal columns or rows (1/n for a square Q (n, n)). `gain` multiplies sigma.
     """
     n = check_int(n, "n", 1)
     m = check_int(m, "m", 1)
@@ -64,8 +64,10 @@ def fixed_init(shape, sigma: float, dist: str = "normal", rng=None) -> np.ndarra
 
 def haar_orthogonal(n: int, m: int | None = None, rng=None) -> np.ndarray:
     """A random matrix Q (m, n) with orthonormal columns (m >= n) or rows (m < n), Haar-distributed: the QR
-    decomposition of a Gaussian matrix, with the signs of diag(R) moved into Q (without that fix Q is not
-    uniformly distributed: numpy's QR makes diag(R) mostly negative, which biases the signs of Q)."""
+    decomposition of a Gaussian matrix, with the signs of diag(R) moved into Q. Without that fix Q is not
+    uniformly distributed: numpy's (LAPACK's Householder) QR gives R_11 the sign opposite to the matrix's
+    first entry, so Q_11 = a_11 / R_11 < 0 in every draw, and the other columns carry similar sign conventions
+    (diag(R) itself is negative about half of the time)."""
     n = check_int(n, "n", 1)
     m = n if m is None else check_int(m, "m", 1)
     rng = check_rng(rng)
@@ -110,12 +112,19 @@ class DepthStats(NamedTuple):
 
 
 def propagate_stats(
-    x, depth: int, *, scheme: str = "lecun", activation: str = "linear", gain: float = 1.0, rng=None
+    x,
+    depth: int,
+    *,
+    scheme: str = "lecun",
+    dist: str = "normal",
+    activation: str = "linear",
+    gain: float = 1.0,
+    rng=None,
 ) -> DepthStats:
     """Forward and backward statistics of a deep network of constant width d at initialisation.
 
     x (B, d) goes through ``depth`` layers a_l = W_l h_{l-1}, h_l = phi(a_l) (h_0 = x, no biases), with
-    W_l (d, d) from `init_weights` (``scheme``, ``gain``). Backward, a random unit-variance gradient
+    W_l (d, d) from `init_weights` (``scheme``, ``dist``, ``gain``). Backward, a random unit-variance gradient
     G = dE/da_depth (B, d) is propagated by dE/da_{l-1} = (dE/da_l W_l) * phi'(a_{l-1}). Returns the RMS
     sqrt(mean(a_l^2)) of every layer's pre-activations and of their gradients. The random draws are the
     weights W_1, ..., W_depth in order, then G.
@@ -125,7 +134,7 @@ def propagate_stats(
     activation = check_choice(activation, "activation", DEPTH_ACTIVATIONS)
     rng = check_rng(rng)
     d = x.shape[1]
-    weights = [init_weights(d, d, scheme, gain=gain, rng=rng) for _ in range(depth)]
+    weights = [init_weights(d, d, scheme, dist, gain=gain, rng=rng) for _ in range(depth)]
     grad = rng.standard_normal(x.shape)
     pre, derivatives, h = [], [], x
     for W in weights:

@@ -25,30 +25,34 @@ class BatchNormResult(NamedTuple):
 
 
 def _norm_arrays(F, per_feature: dict) -> tuple:
-    """F (B, d) and the per-feature vectors (d,) (None allowed) in one array library: torch when any of them is
-    a tensor (a tensor keeps its autograd graph; the rest follow the dtype and device of the first tensor),
-    else float64 NumPy arrays through dlnotes.validation."""
+    """F (B, d) and the per-feature vectors (d,) (None allowed) in one array library. All NumPy (or lists):
+    float64 arrays checked by dlnotes.validation. Any torch tensor among them: all tensors (`_as_tensors`)."""
     like = next((a for a in (F, *per_feature.values()) if isinstance(a, torch.Tensor)), None)
-    if like is None:
-        F = check_matrix(F, "F")
-        vectors = {k: None if v is None else check_vector(v, k, F.shape[1]) for k, v in per_feature.items()}
-        return F, vectors
+    if like is not None:
+        return _as_tensors(F, per_feature, like)
+    F = check_matrix(F, "F")
+    return F, {k: None if v is None else check_vector(v, k, F.shape[1]) for k, v in per_feature.items()}
+
+
+def _as_tensors(F, per_feature: dict, like: torch.Tensor) -> tuple:
+    """F and the per-feature vectors as tensors with the dtype (float64 if it is an integer type) and device of
+    the tensor `like`. A tensor keeps its autograd graph; NumPy input is checked as NumPy input first."""
     dtype = like.dtype if like.is_floating_point() else torch.float64
-    if not isinstance(F, torch.Tensor):
-        F = check_matrix(F, "F")
-    F = torch.as_tensor(F, dtype=dtype, device=like.device)
+
+    def as_tensor(a, name: str, check):  # check: the NumPy validation of a, used when a is not a tensor
+        return torch.as_tensor(
+            a if isinstance(a, torch.Tensor) else check(a, name), dtype=dtype, device=like.device
+        )
+
+    F = as_tensor(F, "F", check_matrix)
     if F.ndim != 2 or F.numel() == 0:
         raise ValueError(
             f"F must have shape (any, any) (a batch of feature vectors), got shape {tuple(F.shape)}"
         )
-    vectors = {}
-    for k, v in per_feature.items():
-        if v is not None:
-            v = v if isinstance(v, torch.Tensor) else check_vector(v, k)
-            v = torch.as_tensor(v, dtype=dtype, device=like.device)
-            if tuple(v.shape) != (F.shape[1],):
-                raise ValueError(f"{k} must have shape ({F.shape[1]},), got shape {tuple(v.shape)}")
-        vectors[k] = v
+    vectors = {k: None if v is None else as_tensor(v, k, check_vector) for k, v in per_feature.items()}
+    for k, v in vectors.items():
+        if v is not None and tuple(v.shape) != (F.shape[1],):
+            raise ValueError(f"{k} must have shape ({F.shape[1]},), got shape {tuple(v.shape)}")
     return F, vectors
 
 

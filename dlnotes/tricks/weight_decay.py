@@ -30,7 +30,9 @@ def _decay_arguments(theta, g, eta, mu) -> tuple[np.ndarray, np.ndarray, float, 
 def weight_decay_step(theta, g, state: dict, eta: float, mu: float) -> Step:
     """One gradient step on ``R(theta) + mu/2 ||theta||^2`` with ``g = grad R(theta)``: the multiplicative
     shrink ``theta <- (1 - eta mu) theta - eta g`` (torch's ``SGD(weight_decay=mu)`` without momentum).
-    No state."""
+    The step keeps no state: `state` is returned as it came, because every optimizer step of the book has the
+    signature ``step(theta, g, state, **hyper) -> Step(theta, state)`` that `run_optimizer` drives (`adamw_step`,
+    beside it, does keep its moments there)."""
     theta, g, eta, mu = _decay_arguments(theta, g, eta, mu)
     return Step((1 - eta * mu) * theta - eta * g, state)
 

@@ -24,11 +24,11 @@ from .core import interactive_figure, widget
 # ----------------------------------------------------------------------------- 8.1 initialisation
 
 
-DEPTH_SCHEMES = {  # label in the dropdown -> (scheme of init_weights, gain)
-    "LeCun σ² = 1/n (= Glorot here)": ("lecun", 1.0),
-    "He σ² = 2/n": ("he", 1.0),
-    "orthogonal, g = 1": ("orthogonal", 1.0),
-    "PyTorch default U[±1/√n]": ("torch_default", 1.0),
+DEPTH_SCHEMES = {  # label in the dropdown -> (scheme of init_weights, its distribution)
+    "LeCun σ² = 1/n (= Glorot here)": ("lecun", "normal"),
+    "He σ² = 2/n": ("he", "normal"),
+    "orthogonal, g = 1": ("orthogonal", "normal"),
+    "PyTorch default U[±1/√n]": ("torch_default", "uniform"),
 }
 DEPTH_NONLINEARITIES = {"linear": "linear", "tanh": "tanh", "ReLU": "relu"}
 
@@ -55,9 +55,9 @@ def activation_depth_explorer() -> widgets.VBox:
     def draw(scheme: str, activation: str, depth: int) -> Figure:
         rng = check_rng(0)  # the same network for every frame
         x = rng.standard_normal((batch, width))
-        name, gain = DEPTH_SCHEMES[scheme]
+        name, dist = DEPTH_SCHEMES[scheme]
         stats = propagate_stats(
-            x, depth, scheme=name, activation=DEPTH_NONLINEARITIES[activation], gain=gain, rng=rng
+            x, depth, scheme=name, dist=dist, activation=DEPTH_NONLINEARITIES[activation], rng=rng
         )
         layers = np.arange(1, depth + 1)
         forward.set_data(layers, stats.forward)
