@@ -125,6 +125,18 @@ def test_mmd2_against_the_explicit_double_sums_and_separates_distributions():
     assert abs(same) < 0.01 < 0.1 < shifted
 
 
+def test_frechet_distance_is_the_w2_distance_of_the_fitted_gaussians():
+    from scipy.linalg import sqrtm
+
+    F = rng.normal(size=(300, 4))
+    G = rng.normal(size=(250, 4)) @ rng.normal(size=(4, 4)) + 1.0
+    cov_F, cov_G = np.cov(F.T), np.cov(G.T)
+    reference = np.sum((F.mean(0) - G.mean(0)) ** 2) + np.trace(cov_F + cov_G - 2 * sqrtm(cov_F @ cov_G).real)
+    assert abs(common.frechet_distance(F, G) - reference) < 1e-9
+    assert abs(common.frechet_distance(F, F)) < 1e-9
+    assert abs(common.frechet_distance(F, F + 2.0) - 4 * 4.0) < 1e-9  # a shift adds |shift|^2
+
+
 BAD_INPUT = [  # (call, error, message)
     (lambda: common.gauss_kl([0, 0], np.eye(2), [0], np.eye(1)), ValueError, "mu1 must have shape (2,)"),
     (lambda: common.gauss_kl([0], [[-1.0]], [0], [[1.0]]), ValueError, "cov0 must be positive definite"),
@@ -143,6 +155,8 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: common.mmd2(np.ones((3, 2)), np.ones((3, 3)), 1.0), ValueError, "Y must have shape (any, 2)"),
     (lambda: common.mmd2(np.ones((1, 2)), np.ones((3, 2)), 1.0), ValueError, "X and Y need at least 2 rows each"),
     (lambda: common.mmd2(np.ones((3, 2)), np.ones((3, 2)), bandwidth=0.0), ValueError, "bandwidth must be a finite number in (0, inf)"),
+    (lambda: common.frechet_distance(np.ones((3, 2)), np.ones((3, 3))), ValueError, "G must have shape (any, 2)"),
+    (lambda: common.frechet_distance(np.ones((1, 2)), np.ones((3, 2))), ValueError, "F and G need at least 2 rows each"),
 ]  # fmt: skip
 
 

@@ -362,6 +362,42 @@ def test_eps_mlp_embeds_the_step_with_sines_and_cosines():
     assert torch.allclose(model(x, t), model(x, t, torch.full((5,), 3)))
 
 
+def test_ddim_steps_are_even_or_quadratic_and_the_sampler_visits_them():
+    assert list(diffusion.ddim_steps(1000, 4)) == [1000, 750, 500, 250, 0]
+    squares = [1000, 810, 640, 490, 360, 250, 160, 90, 40, 10, 0]
+    assert list(diffusion.ddim_steps(1000, 10, "quadratic")) == squares
+    repeats_once = [10, 8, 6, 5, 4, 2, 1, 0]  # round(10 (i/10)^2) repeats 0 and 2
+    assert list(diffusion.ddim_steps(10, 10, "quadratic")) == repeats_once
+    sch = diffusion.noise_schedule(100)
+    visited = []
+
+    def eps_fn(x, t):
+        visited.append(t)
+        return np.zeros_like(x)
+
+    diffusion.ddim_sample(eps_fn, np.ones((3, 2)), sch, steps=5, spacing="quadratic")
+    assert visited == list(diffusion.ddim_steps(100, 5, "quadratic")[:-1])
+
+
+def test_eps_mlp_fourier_features_are_sines_and_cosines_of_x_at_doubling_frequencies():
+    torch.manual_seed(0)
+    model = diffusion.EpsMLP(2, hidden=8, depth=1, time_dim=4, fourier=3)
+    x, t = torch.randn(6, 2, dtype=torch.float64), torch.tensor([1, 2, 3, 10, 100, 1000])
+    model = model.double()
+    waves = x.numpy()[:, :, None] * (np.pi / 2 * 2.0 ** np.arange(3))  # (6, 2, 3)
+    angles = t.numpy()[:, None] * 10_000.0 ** (-np.arange(2) / 2)
+    parts = [
+        x.numpy(),
+        np.sin(angles),
+        np.cos(angles),
+        np.sin(waves).reshape(6, -1),
+        np.cos(waves).reshape(6, -1),
+    ]
+    features = torch.tensor(np.concatenate(parts, axis=1))
+    assert model.net[0].in_features == 2 * 7 + 4
+    assert torch.allclose(model.net(features), model(x, t), atol=1e-12)
+
+
 def test_a_trained_model_beats_the_zero_predictor_and_nears_the_gaussian_optimum():
     m, S = gaussian_data()
     sch = diffusion.noise_schedule(100, beta_1=1e-3, beta_T=0.1)
@@ -442,6 +478,9 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: diffusion.convert_prediction(np.ones((2, 2)), np.ones((2, 2)), 5, SCH, "score", "x0"), ValueError, "source must be one of"),
     (lambda: diffusion.EpsMLP(0), ValueError, "d must be an int in [1, inf)"),
     (lambda: diffusion.EpsMLP(2, time_dim=1), ValueError, "time_dim must be an int in [2, inf)"),
+    (lambda: diffusion.EpsMLP(2, fourier=-1), ValueError, "fourier must be an int in [0, inf)"),
+    (lambda: diffusion.ddim_steps(10, 11), ValueError, "steps must be an int in [1, 10]"),
+    (lambda: diffusion.ddim_steps(10, 5, "cubic"), ValueError, "spacing must be one of"),
     (lambda: diffusion.train_eps_model(np.ones((5, 2)), diffusion.noise_schedule(10), 0), ValueError, "steps must be an int in [1, inf)"),
     (lambda: diffusion.train_eps_model(np.ones(5), diffusion.noise_schedule(10), 1), ValueError, "X must have shape (any, any)"),
     (lambda: diffusion.train_eps_model(np.ones((5, 2)), (1, 2), 1), TypeError, "schedule must be a Schedule"),

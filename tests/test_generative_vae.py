@@ -219,6 +219,28 @@ def test_train_vae_is_reproducible_learns_and_leaves_torch_alone():
     assert np.allclose(warm.history["beta"], [1 / 3, 1 / 3, 2 / 3, 1, 1, 1, 1])
 
 
+def test_conv_vae_maps_images_through_convolutions_and_trains_on_the_elbo():
+    model = vae.ConvVAE(3, channels=4)
+    x = torch.tensor(rng.integers(0, 2, (5, 64)), dtype=torch.float32)
+    mu, var = model.encode(x)
+    assert mu.shape == var.shape == (5, 3) and model.decode(mu).shape == (5, 64)
+    # translation equivariance of the first layer: a shifted image gives shifted first-layer maps
+    image = torch.zeros(1, 64)
+    image[0, 2 * 8 + 2] = 1.0  # pixel (2, 2)
+    shifted = torch.zeros(1, 64)
+    shifted[0, 4 * 8 + 4] = 1.0  # pixel (4, 4): two stride-2 steps down and right
+    first = model.encoder[:2]
+    assert torch.allclose(first(image)[0, :, 1, 1], first(shifted)[0, :, 2, 2])
+    X = (rng.random((120, 64)) < np.linspace(0.1, 0.9, 64)).astype(float)
+    trained = vae.train_vae(
+        X, d_h=4, d_z=2, epochs=40, batch_size=40, lr=1e-2, conv=True, rng=1, progress=False
+    )
+    assert isinstance(trained.model, vae.ConvVAE)
+    p = X.mean(axis=0)  # independent pixels: the best model has -ELBO near their entropy (KL -> 0)
+    entropy = -np.sum(p * np.log(p) + (1 - p) * np.log(1 - p))
+    assert trained.history["loss"][-1] < entropy + 2 < trained.history["loss"][0]
+
+
 def test_evaluate_vae_and_iwae_bound_against_quadrature():
     X = (np.random.default_rng(1).random((300, 8)) < np.linspace(0.2, 0.8, 8)).astype(float)
     model = vae.train_vae(X, d_h=16, d_z=1, epochs=20, batch_size=50, lr=1e-2, rng=0, progress=False).model
@@ -292,6 +314,8 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: vae.VAE(4, 4, 2).elbo(torch.ones(3, 4), beta=-1.0), ValueError, "beta must be a finite number in [0, inf)"),
     (lambda: vae.train_vae(np.full((5, 3), 0.5), epochs=1), ValueError, "X must hold binary pixels"),
     (lambda: vae.train_vae(np.ones((5, 3)), kl_warmup=-1), ValueError, "kl_warmup must be an int in [0, inf)"),
+    (lambda: vae.train_vae(np.ones((5, 3)), conv=True), ValueError, "conv=True needs 8 x 8 images"),
+    (lambda: vae.ConvVAE(0), ValueError, "d_z must be an int in [1, inf)"),
     (lambda: vae.evaluate_vae("model", np.ones((2, 4))), TypeError, "model must be a VAE"),
     (lambda: vae.iwae_bound(vae.VAE(4, 4, 2), np.ones((2, 4)), 0), ValueError, "K must be an int in [1, inf)"),
     (lambda: vae.iwae_bound(vae.VAE(4, 4, 2), np.ones((2, 3)), 5), ValueError, "X must have shape (any, 4)"),

@@ -14,6 +14,7 @@ from ..generative import (
     ddim_step,
     diag_gauss_kl,
     game_step,
+    gaussian_fm_velocity,
     gaussian_mixture,
     mixture_eps,
     noise_schedule,
@@ -33,13 +34,14 @@ def ppca_covariance(X, k):
     return fit.W @ fit.W.T + fit.sigma2 * np.eye(len(fit.mu))
 
 
-def _ppca_variant(X, k, *, ddof=1, sigma="mean", subtract=True, centre=True):
+def _ppca_variant(X, k, *, ddof=1, sigma="mean", subtract=True, centre=True, descending=True):
     """ppca_covariance with one typical mistake switched on."""
     X = np.asarray(X, float)
     n, d = X.shape
     Xc = X - X.mean(axis=0) if centre else X
     lam, U = np.linalg.eigh(Xc.T @ Xc / (n - ddof))
-    lam, U = lam[::-1], U[:, ::-1]
+    if descending:  # np.linalg.eigh returns the eigenvalues in ascending order
+        lam, U = lam[::-1], U[:, ::-1]
     sigma2 = {"mean": lam[k:].mean(), "sum": lam[k:].sum(), "all": lam.mean()}[sigma]
     kept = lam[:k] - sigma2 if subtract else lam[:k]
     return U[:, :k] @ np.diag(np.maximum(kept, 0.0)) @ U[:, :k].T + sigma2 * np.eye(d)
@@ -83,6 +85,11 @@ grade_ppca_covariance = grader(
             lambda a, e, g: close(_ppca_variant(*a, centre=False), g),
             "centre X first: the eigenvalues are those of the covariance of X - mean, not of X^T X / (n - 1).",
         ),
+        Hint(
+            lambda a, e, g: close(_ppca_variant(*a, descending=False), g),
+            "np.linalg.eigh returns the eigenvalues in ascending order: reverse them (and the eigenvectors' "
+            "columns) so that W keeps the k largest and sigma^2 averages the d - k smallest.",
+        ),
     ),
     mistakes=(
         (lambda X, k: _ppca_variant(X, k, sigma="all"), "not of all d"),
@@ -90,6 +97,7 @@ grade_ppca_covariance = grader(
         (lambda X, k: _ppca_variant(X, k, subtract=False), "subtract sigma^2"),
         (lambda X, k: _ppca_variant(X, k, ddof=0), "1/(n - 1)"),
         (lambda X, k: _ppca_variant(X, k, centre=False), "centre X first"),
+        (lambda X, k: _ppca_variant(X, k, descending=False), "ascending order"),
     ),
 )
 
@@ -522,13 +530,15 @@ def q_posterior_reference(x0, x_t, t, beta):
     return post.mean[0], post.var
 
 
-def _q_posterior_with(x0, x_t, t, beta, bar=True, root=True, var_beta=False):
-    """q_posterior with a typical mistake: bars dropped, square roots dropped or the forward variance."""
+def _q_posterior_with(x0, x_t, t, beta, bar=True, root=True, var_beta=False, prev=True):
+    """q_posterior with a typical mistake: bars dropped, square roots dropped, the forward variance, or
+    alpha_bar_t where alpha_bar_{t-1} belongs (prev=False)."""
     alpha = 1 - np.asarray(beta, dtype=float)
     a_bar = np.cumprod(alpha) if bar else alpha
     sq = np.sqrt if root else (lambda v: v)
-    mean = (sq(a_bar[t - 1]) * beta[t] * x0 + sq(alpha[t]) * (1 - a_bar[t - 1]) * x_t) / (1 - a_bar[t])
-    var = beta[t] if var_beta else (1 - a_bar[t - 1]) / (1 - a_bar[t]) * beta[t]
+    before = a_bar[t - 1] if prev else a_bar[t]
+    mean = (sq(before) * beta[t] * x0 + sq(alpha[t]) * (1 - before) * x_t) / (1 - a_bar[t])
+    var = beta[t] if var_beta else (1 - before) / (1 - a_bar[t]) * beta[t]
     return mean, var
 
 
@@ -553,6 +563,12 @@ grade_q_posterior = grader(
             "x_0 coefficient and in 1 - alpha_bar; only the x_t coefficient has sqrt(alpha_t) without a bar.",
         ),
         Hint(
+            lambda a, e, g: close(_q_posterior_with(*a, prev=False), g),
+            "alpha_bar_t appears where alpha_bar_{t-1} belongs: the posterior steps back to t - 1, so the x_0 "
+            "coefficient is sqrt(alpha_bar_{t-1}) beta_t / (1 - alpha_bar_t) and the factor 1 - alpha_bar_{t-1} "
+            "(in the x_t coefficient and in beta_tilde_t) uses the previous step; only 1 - alpha_bar_t divides.",
+        ),
+        Hint(
             lambda a, e, g: close(_q_posterior_with(*a, var_beta=True), g),
             "that variance is the forward step's beta_t; the posterior variance is "
             "beta_tilde_t = (1 - alpha_bar_{t-1}) / (1 - alpha_bar_t) beta_t, smaller than beta_t.",
@@ -571,6 +587,10 @@ grade_q_posterior = grader(
         (lambda x0, x_t, t, beta: _q_posterior_with(x0, x_t, t, beta, bar=False), "np.cumprod(1 - beta)"),
         (lambda x0, x_t, t, beta: _q_posterior_with(x0, x_t, t, beta, var_beta=True), "beta_tilde_t"),
         (lambda x0, x_t, t, beta: _q_posterior_with(x0, x_t, t, beta, root=False), "square roots"),
+        (
+            lambda x0, x_t, t, beta: _q_posterior_with(x0, x_t, t, beta, prev=False),
+            "where alpha_bar_{t-1} belongs",
+        ),
     ),
 )
 
@@ -655,8 +675,8 @@ def _gaussian_eps_cases(rng):
     return cases
 
 
-def _gaussian_eps_with(x_t, a, mu, cov, root=True, scale_mean=True, scale_cov=True):
-    C = (a if scale_cov else 1.0) * cov + (1 - a) * np.eye(len(mu))
+def _gaussian_eps_with(x_t, a, mu, cov, root=True, scale_mean=True, scale_cov=True, noise=True):
+    C = (a if scale_cov else 1.0) * cov + ((1 - a) if noise else 0.0) * np.eye(len(mu))
     diff = x_t - (math.sqrt(a) if scale_mean else 1.0) * mu
     return (math.sqrt(1 - a) if root else 1.0) * np.linalg.solve(C, diff.T).T
 
@@ -686,11 +706,71 @@ grade_gaussian_optimal_eps = grader(
             "the covariance of x_t is C = alpha_bar_t Sigma + (1 - alpha_bar_t) I: the data covariance is "
             "scaled by alpha_bar_t too.",
         ),
+        Hint(
+            lambda a, e, g: close(_gaussian_eps_with(*a, noise=False), g),
+            "the noise is part of x_t: its covariance is C = alpha_bar_t Sigma + (1 - alpha_bar_t) I, not "
+            "alpha_bar_t Sigma alone (add the (1 - alpha_bar_t) I term).",
+        ),
     ),
     mistakes=(
         (lambda *a: -gaussian_optimal_eps_reference(*a), "the sign"),
         (lambda *a: _gaussian_eps_with(*a, root=False), "multiply C^-1"),
         (lambda *a: _gaussian_eps_with(*a, scale_mean=False), "the mean of x_t is sqrt(alpha_bar_t) mu"),
         (lambda *a: _gaussian_eps_with(*a, scale_cov=False), "scaled by alpha_bar_t too"),
+        (lambda *a: _gaussian_eps_with(*a, noise=False), "the noise is part of x_t"),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- 10.7 flow matching and Langevin sampling
+
+
+def _fm_cases(rng):
+    chosen = (
+        np.array([[1.0, 0.0], [0.0, 2.0], [-1.0, 1.0]]),
+        0.5,
+        np.array([1.0, -1.0]),
+        np.diag([2.0, 0.5]),
+    )
+    cases = [chosen]
+    for d, s in ((2, 0.2), (3, 0.7), (4, 0.9)):
+        A = rng.normal(size=(d, d))
+        cases.append((rng.normal(size=(5, d)), s, rng.normal(size=d), A @ A.T / d + 0.3 * np.eye(d)))
+    return cases
+
+
+def _fm_with(x, s, mu, cov, squares=True, cross_sign=-1.0, centre=True):
+    """gaussian_fm_velocity with a typical mistake: C_s without squares, the wrong sign of the noise's part of the
+    cross-covariance, or x - mu for x - s mu."""
+    d = len(mu)
+    C = ((1 - s) ** 2 if squares else 1 - s) * np.eye(d) + (s**2 if squares else s) * cov
+    cross = s * cov + cross_sign * (1 - s) * np.eye(d)
+    diff = x - (s * mu if centre else mu)
+    return mu + np.linalg.solve(C, diff.T).T @ cross.T
+
+
+grade_fm_velocity = grader(
+    "fm_velocity",
+    "x, s, mu, cov",
+    gaussian_fm_velocity,
+    _fm_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_fm_with(*a, squares=False), g),
+            "x_s = (1 - s) x_0 + s x_1 has covariance C_s = (1 - s)^2 I + s^2 Sigma: the coefficients are squared.",
+        ),
+        Hint(
+            lambda a, e, g: close(_fm_with(*a, cross_sign=1.0), g),
+            "Cov(x_1 - x_0, x_s) = s Sigma - (1 - s) I: the noise x_0 enters the target with a minus sign.",
+        ),
+        Hint(
+            lambda a, e, g: close(_fm_with(*a, centre=False), g),
+            "the mean of x_s is s mu, not mu: condition on x - s mu.",
+        ),
+    ),
+    mistakes=(
+        (lambda *a: _fm_with(*a, squares=False), "coefficients are squared"),
+        (lambda *a: _fm_with(*a, cross_sign=1.0), "minus sign"),
+        (lambda *a: _fm_with(*a, centre=False), "the mean of x_s is s mu"),
     ),
 )

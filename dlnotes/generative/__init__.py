@@ -6,6 +6,7 @@
 - `autoregressive` (10.4): the Bernoulli MADE, chain-rule sampling, AR(K) models;
 - `gan` (10.5): the GAN game, its optimum, gradient play, GAN and Wasserstein-critic training;
 - `diffusion` (10.6): the forward process and the bound, samplers and guidance, training a noise predictor;
+- `flow_matching` (10.7): flow matching and its ODE, the score of a mixture, (annealed) Langevin sampling;
 
 and `common`, what several sections use: Gaussians and mixtures, MADE and maximum-likelihood training, the MMD.
 Every public name is re-exported here (``from dlnotes.generative import pca``); notebooks import each name from
@@ -16,9 +17,11 @@ from .autoregressive import ARFit, BernoulliMADE, ar_log_likelihood, ar_sample, 
 from .common import (
     MADE,
     DensityFit,
+    EpsMLP,
     GaussianMixture,
     MaskedLinear,
     fit_density,
+    frechet_distance,
     gauss_kl,
     gaussian_mixture,
     made_degrees,
@@ -27,9 +30,9 @@ from .common import (
     mmd2,
 )
 from .diffusion import (
+    DDIM_SPACINGS,
     PREDICTIONS,
     DiffusionBound,
-    EpsMLP,
     Posterior,
     ReverseKernels,
     Schedule,
@@ -39,6 +42,7 @@ from .diffusion import (
     convert_prediction,
     ddim_sample,
     ddim_step,
+    ddim_steps,
     ddpm_sample,
     dsm_loss,
     eps_predictor,
@@ -62,6 +66,16 @@ from .diffusion import (
     train_eps_model,
     tweedie_x0,
     vp_alpha_bar,
+)
+from .flow_matching import (
+    TrainedVelocity,
+    annealed_langevin_sample,
+    euler_sample,
+    gaussian_fm_velocity,
+    langevin_sample,
+    mixture_score,
+    train_velocity_model,
+    velocity_predictor,
 )
 from .flows import MAF, AffineCoupling, RealNVP, affine_coupling, affine_coupling_inverse
 from .gan import (
@@ -104,6 +118,7 @@ from .linear import (
 from .vae import (
     VAE,
     Conditional,
+    ConvVAE,
     ELBOTerms,
     GaussianFit,
     GradientSamples,
@@ -128,6 +143,14 @@ from .vae import (
 )
 
 __all__ = [
+    "gaussian_fm_velocity",
+    "TrainedVelocity",
+    "train_velocity_model",
+    "velocity_predictor",
+    "euler_sample",
+    "mixture_score",
+    "langevin_sample",
+    "annealed_langevin_sample",
     "gauss_kl",
     "GaussianMixture",
     "gaussian_mixture",
@@ -139,6 +162,8 @@ __all__ = [
     "DensityFit",
     "fit_density",
     "mmd2",
+    "frechet_distance",
+    "ConvVAE",
     "PCAFit",
     "pca",
     "LinearAE",
@@ -223,6 +248,8 @@ __all__ = [
     "mixture_eps",
     "mixture_eps_fn",
     "ddpm_sample",
+    "DDIM_SPACINGS",
+    "ddim_steps",
     "ddim_sample",
     "ddim_step",
     "vp_alpha_bar",

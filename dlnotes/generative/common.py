@@ -1,7 +1,8 @@
 """Chapter 10's tools that two or more of its sections use: Gaussians and Gaussian mixtures (10.2 the ELBO,
 10.5 GANs, 10.6 diffusion), the masked autoencoder MADE and maximum-likelihood training (10.3 flows, 10.4
 autoregressive models), the kernel MMD between two samples (10.5, 10.6), and PyTorch's default initialisation and
-standard-normal draws taken from `rng` (10.3, 10.5, 10.6).
+standard-normal draws taken from `rng` (10.3, 10.5, 10.6), and the time-conditioned MLP of diffusion and flow
+matching (10.6, 10.7).
 
 Conventions: a data set is X (n, d), one example per row; Gaussians are given by a mean and a covariance matrix
 (variances, not standard deviations).
@@ -235,6 +236,60 @@ def _eval_mode(model: nn.Module):
         model.train(was_training)
 
 
+# ----------------------------------------------------------------------------- a time-conditioned MLP (10.6, 10.7)
+
+
+class EpsMLP(nn.Module):
+    """A noise predictor :math:`\\varepsilon_\\theta(x_t, t, c)` for vectors (10.36), also the velocity network of flow
+    matching (10.45, with t = 1000 s for the time s in [0, 1]): an MLP on the concatenation of
+    x_t (n, d), a sinusoidal embedding of the step t (n,), :math:`(\\sin t\\omega_j, \\cos t\\omega_j)_{j<h}` with
+    :math:`\\omega_j = 10000^{-j/h}`, h = time_dim // 2 (the Transformer's positional encoding), and,
+    if ``n_classes > 0``, a learned embedding of the class c (n,) in 0..n_classes, where c = n_classes is the
+    empty condition "no class" of classifier-free guidance. `depth` hidden layers of width `hidden`, SiLU.
+    With ``fourier = L > 0`` the input also gets Fourier features of x,
+    :math:`(\\sin 2^{l-1}\\pi x_j, \\cos 2^{l-1}\\pi x_j)_{l<L}`, which let a small MLP bend sharply in x (thin
+    structures such as the arms of a spiral); an MLP on x alone is biased towards smooth functions."""
+
+    def __init__(
+        self,
+        d: int,
+        hidden: int = 128,
+        depth: int = 3,
+        n_classes: int = 0,
+        time_dim: int = 32,
+        fourier: int = 0,
+    ):
+        super().__init__()
+        self.d = check_int(d, "d", 1)
+        hidden, depth = check_int(hidden, "hidden", 1), check_int(depth, "depth", 1)
+        self.n_classes = check_int(n_classes, "n_classes", 0)
+        time_dim = check_int(time_dim, "time_dim", 2)
+        self.fourier = check_int(fourier, "fourier", 0)
+        half = time_dim // 2
+        self.register_buffer("freqs", torch.exp(-math.log(10_000.0) * torch.arange(half) / half))
+        self.register_buffer("octaves", math.pi / 2 * 2.0 ** torch.arange(self.fourier))
+        self.class_embedding = nn.Embedding(self.n_classes + 1, hidden) if self.n_classes else None
+        widths = [d * (1 + 2 * self.fourier) + 2 * half + (hidden if self.n_classes else 0)] + [
+            hidden
+        ] * depth
+        layers: list[nn.Module] = []
+        for a, b in zip(widths[:-1], widths[1:], strict=True):
+            layers += [nn.Linear(a, b), nn.SiLU()]
+        self.net = nn.Sequential(*layers, nn.Linear(hidden, d))
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
+        angles = t.to(x.dtype)[:, None] * self.freqs.to(x.dtype)[None]
+        parts = [x, torch.sin(angles), torch.cos(angles)]
+        if self.fourier:
+            waves = (x[:, :, None] * self.octaves.to(x.dtype)).flatten(1)  # (n, d * L)
+            parts += [torch.sin(waves), torch.cos(waves)]
+        if self.class_embedding is not None:
+            if c is None:
+                c = torch.full_like(t, self.n_classes)
+            parts.append(self.class_embedding(c))
+        return self.net(torch.cat(parts, dim=1))
+
+
 # ----------------------------------------------------------------------------- comparing samples, drawing from rng (10.3, 10.5, 10.6)
 
 
@@ -257,6 +312,24 @@ def mmd2(X, Y, bandwidth: float) -> float:
     K_xx, K_yy = kernel(X, X), kernel(Y, Y)
     within = (K_xx.sum() - np.trace(K_xx)) / (n * (n - 1)) + (K_yy.sum() - np.trace(K_yy)) / (m * (m - 1))
     return float(within - 2 * kernel(X, Y).mean())
+
+
+def frechet_distance(F, G) -> float:
+    """The Fréchet distance between the Gaussians fitted to two samples of features F (n, k) and G (m, k)
+    (10.08; the FID of Heusel et al. when the features come from a trained image network):
+    :math:`\\|\\mu_F-\\mu_G\\|^2 + \\mathrm{tr}\\big(\\Sigma_F + \\Sigma_G - 2(\\Sigma_F\\Sigma_G)^{1/2}\\big)`, the squared
+    Wasserstein-2 distance between the two Gaussians. The root's trace is the sum of the square roots of the
+    eigenvalues of :math:`\\Sigma_F^{1/2}\\Sigma_G\\Sigma_F^{1/2}` (symmetric, so no complex rounding)."""
+    F = check_array(F, "F", (None, None))
+    G = check_array(G, "G", (None, F.shape[1]))
+    if len(F) < 2 or len(G) < 2:
+        raise ValueError(f"F and G need at least 2 rows each, got {len(F)} and {len(G)}")
+    cov_F, cov_G = np.atleast_2d(np.cov(F.T)), np.atleast_2d(np.cov(G.T))
+    lam, U = np.linalg.eigh(cov_F)
+    root_F = (U * np.sqrt(np.clip(lam, 0, None))) @ U.T
+    cross = np.sqrt(np.clip(np.linalg.eigvalsh(root_F @ cov_G @ root_F), 0, None)).sum()
+    mean_gap = np.sum((F.mean(axis=0) - G.mean(axis=0)) ** 2)
+    return float(mean_gap + np.trace(cov_F) + np.trace(cov_G) - 2 * cross)
 
 
 def _normal_draws(n: int, d: int, rng, like: torch.Tensor) -> torch.Tensor:

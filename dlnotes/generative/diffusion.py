@@ -16,7 +16,6 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from torch import nn
 
 from ..training import device, to_numpy, train_steps
 from ..validation import (
@@ -31,7 +30,7 @@ from ..validation import (
     check_rng,
     check_vector,
 )
-from .common import GaussianMixture, _check_cov, _init_like_torch, _mixture_responsibilities
+from .common import EpsMLP, GaussianMixture, _check_cov, _init_like_torch, _mixture_responsibilities
 
 # ----------------------------------------------------------------------------- the forward process, the bound, the reverse posterior (08_diffusion)
 
@@ -345,11 +344,33 @@ def ddpm_sample(eps_fn: Callable, x_T, schedule: Schedule, sigma: str = "beta_ti
     return x
 
 
+DDIM_SPACINGS = ("uniform", "quadratic")
+
+
+def ddim_steps(T: int, steps: int, spacing: str = "uniform") -> np.ndarray:
+    """The steps :math:`T = \\tau_S > \\dots > \\tau_0 = 0` that DDIM visits (10.42): ``"uniform"``
+    :math:`\\tau_i = \\mathrm{round}(iT/S)`, or ``"quadratic"`` :math:`\\tau_i = \\mathrm{round}(T(i/S)^2)`, which
+    spends more of the steps at small t, where the data's shape appears (Song et al. use it on CIFAR-10). Steps
+    that round to the same t are visited once."""
+    T = check_int(T, "T", 1)
+    steps = check_int(steps, "steps", 1, T)
+    spacing = check_choice(spacing, "spacing", DDIM_SPACINGS)
+    grid = np.linspace(0, 1, steps + 1)
+    return np.unique(np.round(T * (grid if spacing == "uniform" else grid**2)).astype(int))[::-1]
+
+
 def ddim_sample(
-    eps_fn: Callable, x_T, schedule: Schedule, steps: int | None = None, eta: float = 0.0, rng=None
+    eps_fn: Callable,
+    x_T,
+    schedule: Schedule,
+    steps: int | None = None,
+    eta: float = 0.0,
+    rng=None,
+    spacing: str = "uniform",
 ):
-    """DDIM sampling (10.42) from x_T (n, d) on ``steps`` evenly spaced steps
-    :math:`T = \\tau_S > \\dots > \\tau_1 \\ge 1` (all T by default), with :math:`\\tau_0 = 0`. From t to the
+    """DDIM sampling (10.42) from x_T (n, d) on ``steps`` steps
+    :math:`T = \\tau_S > \\dots > \\tau_1 \\ge 1` (all T by default), with :math:`\\tau_0 = 0`, spaced as
+    `ddim_steps` says (evenly by default). From t to the
     next step s < t: :math:`\\hat x_0 = (x_t - \\sqrt{1-\\bar\\alpha_t}\\varepsilon_\\theta)/\\sqrt{\\bar\\alpha_t}`,
     :math:`x_s = \\sqrt{\\bar\\alpha_s}\\hat x_0 + \\sqrt{1-\\bar\\alpha_s-\\sigma^2}\\,\\varepsilon_\\theta + \\sigma z`,
     :math:`\\sigma = \\eta\\sqrt{\\frac{1-\\bar\\alpha_s}{1-\\bar\\alpha_t}}\\sqrt{1-\\frac{\\bar\\alpha_t}{\\bar\\alpha_s}}`.
@@ -361,7 +382,7 @@ def ddim_sample(
     steps = schedule.T if steps is None else check_int(steps, "steps", 1, schedule.T)
     eta = check_number(eta, "eta", 0, 1)
     rng = check_rng(rng)
-    taus = np.unique(np.round(np.linspace(0, schedule.T, steps + 1)).astype(int))[::-1]  # T, ..., 0
+    taus = ddim_steps(schedule.T, steps, spacing)  # T, ..., 0
     for t, s in zip(taus[:-1], taus[1:], strict=True):
         eps = _check_eps_fn(eps_fn, x, int(t))
         z = rng.standard_normal(x.shape) if s > 0 else None
@@ -529,38 +550,6 @@ def convert_prediction(x_t, pred, t: int, schedule: Schedule, source: str, targe
 # ----------------------------------------------------------------------------- training a diffusion model (10_diffusion_training)
 
 
-class EpsMLP(nn.Module):
-    """A noise predictor :math:`\\varepsilon_\\theta(x_t, t, c)` for vectors (10.36): an MLP on the concatenation of
-    x_t (n, d), a sinusoidal embedding of the step t (n,), :math:`(\\sin t\\omega_j, \\cos t\\omega_j)_{j<h}` with
-    :math:`\\omega_j = 10000^{-j/h}`, h = time_dim // 2 (the Transformer's positional encoding), and,
-    if ``n_classes > 0``, a learned embedding of the class c (n,) in 0..n_classes, where c = n_classes is the
-    empty condition "no class" of classifier-free guidance. `depth` hidden layers of width `hidden`, SiLU."""
-
-    def __init__(self, d: int, hidden: int = 128, depth: int = 3, n_classes: int = 0, time_dim: int = 32):
-        super().__init__()
-        self.d = check_int(d, "d", 1)
-        hidden, depth = check_int(hidden, "hidden", 1), check_int(depth, "depth", 1)
-        self.n_classes = check_int(n_classes, "n_classes", 0)
-        time_dim = check_int(time_dim, "time_dim", 2)
-        half = time_dim // 2
-        self.register_buffer("freqs", torch.exp(-math.log(10_000.0) * torch.arange(half) / half))
-        self.class_embedding = nn.Embedding(self.n_classes + 1, hidden) if self.n_classes else None
-        widths = [d + 2 * half + (hidden if self.n_classes else 0)] + [hidden] * depth
-        layers: list[nn.Module] = []
-        for a, b in zip(widths[:-1], widths[1:], strict=True):
-            layers += [nn.Linear(a, b), nn.SiLU()]
-        self.net = nn.Sequential(*layers, nn.Linear(hidden, d))
-
-    def forward(self, x: torch.Tensor, t: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
-        angles = t.to(x.dtype)[:, None] * self.freqs.to(x.dtype)[None]
-        parts = [x, torch.sin(angles), torch.cos(angles)]
-        if self.class_embedding is not None:
-            if c is None:
-                c = torch.full_like(t, self.n_classes)
-            parts.append(self.class_embedding(c))
-        return self.net(torch.cat(parts, dim=1))
-
-
 class TrainedEps(NamedTuple):
     model: EpsMLP  # the trained noise predictor (in eval mode)
     losses: np.ndarray  # (steps,) the loss of each training batch
@@ -576,6 +565,7 @@ def train_eps_model(
     p_uncond: float = 0.1,
     hidden: int = 128,
     depth: int = 3,
+    fourier: int = 0,
     lr: float = 2e-3,
     batch_size: int = 256,
     rng=None,
@@ -587,6 +577,7 @@ def train_eps_model(
     `training.train_steps` on `training.device`, on `steps` batches of `batch_size` rows of X (n, d), each with its
     steps t and noise ε. With `labels` (n,) in 0..n_classes-1 the model is class-conditional and each label is
     replaced by the empty condition with probability `p_uncond` (condition dropout, for classifier-free guidance).
+    `fourier` octaves of Fourier features of x_t enter the network (see `EpsMLP`).
     Batches, steps, noise and initial weights come from `rng`. Returns a `TrainedEps` (the model in eval mode, the
     loss per step)."""
     X = check_matrix(X, "X")
@@ -605,7 +596,7 @@ def train_eps_model(
     else:
         n_classes = 0
     generator = torch.Generator().manual_seed(int(rng.integers(2**31)))
-    model = _init_like_torch(EpsMLP(d, hidden, depth, n_classes), generator).to(device())
+    model = _init_like_torch(EpsMLP(d, hidden, depth, n_classes, fourier=fourier), generator).to(device())
     data = torch.as_tensor(X, dtype=torch.float32)
     sqrt_a = torch.as_tensor(np.sqrt(schedule.alpha_bar), dtype=torch.float32)
     sqrt_1ma = torch.as_tensor(np.sqrt(1 - schedule.alpha_bar), dtype=torch.float32)

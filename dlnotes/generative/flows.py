@@ -108,8 +108,8 @@ def affine_coupling_inverse(y, s_fn: Callable, t_fn: Callable) -> tuple[np.ndarr
 class AffineCoupling(nn.Module):
     """The RealNVP coupling layer with a 0/1 mask b (d,) (1 = passed through and conditioned on):
     :math:`y = b\\odot x + (1-b)\\odot\\big(x\\odot e^{s(b\\odot x)} + t(b\\odot x)\\big)`,
-    :math:`\\log|\\det J| = \\sum_j (1-b_j)\\,s_j(b\\odot x)`; s is a tanh times a learned scale, s and t share
-    one hidden layer of width `hidden` (10.3)."""
+    :math:`\\log|\\det J| = \\sum_j (1-b_j)\\,s_j(b\\odot x)`; s and t share one trunk, an MLP with two hidden
+    ReLU layers of width `hidden` whose 2d outputs are split into s (a tanh times a learned scale) and t (10.3)."""
 
     def __init__(self, mask, hidden: int = 64):
         super().__init__()

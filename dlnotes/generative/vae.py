@@ -348,6 +348,35 @@ class VAE(nn.Module):
         return self.elbo(x).elbo
 
 
+class ConvVAE(VAE):
+    """The `VAE` with convolutional networks for 8 × 8 images given as rows of 64 pixels (10.08): the encoder is two
+    3 × 3 convolutions of stride 2 (1 → c → 2c channels, 8 × 8 → 4 × 4 → 2 × 2, SiLU) and a linear map to
+    (μ, log σ²); the decoder mirrors it with two 4 × 4 transposed convolutions of stride 2 (2 × 2 → 4 × 4 → 8 × 8) to
+    the 64 logits. Same ELBO, encode and decode as the `VAE`; `d_h` is the channel count c."""
+
+    def __init__(self, d_z: int, channels: int = 16):
+        super().__init__(64, channels, d_z)
+        c = self.d_h
+        self.encoder = nn.Sequential(
+            nn.Unflatten(1, (1, 8, 8)),
+            nn.Conv2d(1, c, 3, stride=2, padding=1),
+            nn.SiLU(),
+            nn.Conv2d(c, 2 * c, 3, stride=2, padding=1),
+            nn.SiLU(),
+            nn.Flatten(),
+            nn.Linear(8 * c, 2 * self.d_z),
+        )
+        self.decoder = nn.Sequential(
+            nn.Linear(self.d_z, 8 * c),
+            nn.SiLU(),
+            nn.Unflatten(1, (2 * c, 2, 2)),
+            nn.ConvTranspose2d(2 * c, c, 4, stride=2, padding=1),
+            nn.SiLU(),
+            nn.ConvTranspose2d(c, 1, 4, stride=2, padding=1),
+            nn.Flatten(),
+        )
+
+
 def _check_binary(X, name: str, d: int | None = None) -> np.ndarray:
     X = check_array(X, name, (None, d))
     if not np.isin(X, (0.0, 1.0)).all():
@@ -371,13 +400,15 @@ def train_vae(
     batch_size: int = 128,
     lr: float = 3e-3,
     kl_warmup: int = 0,
+    conv: bool = False,
     rng=None,
     progress: bool = True,
 ) -> TrainedVAE:
     """Train a `VAE` (d, d_h, d_z) on binary data X (n, d) with Adam on the mean negative β-ELBO (10.08, 10.11), by
     `training.train_steps` once per epoch over a fresh shuffle of X in batches of `batch_size`, on
     `training.device`. With ``kl_warmup = E > 0`` the KL weight grows linearly from 0 to β over the first E epochs
-    (KL annealing). All randomness (initialisation, batches, ε) comes from `rng`; torch's global generator is left
+    (KL annealing). With ``conv=True`` the model is a `ConvVAE` (X must be 8 × 8 images, d = 64; `d_h` is its
+    channel count). All randomness (initialisation, batches, ε) comes from `rng`; torch's global generator is left
     as it was. Returns the model on the CPU in eval mode, and the history at initialisation and after each epoch."""
     X = _check_binary(X, "X")
     beta = check_number(beta, "beta", 0)
@@ -413,7 +444,9 @@ def train_vae(
     dev = device()
     with torch.random.fork_rng(devices=[]):  # ε and the shuffles from torch's CPU generator, seeded from rng
         torch.manual_seed(int(rng.integers(2**31)))
-        model = VAE(X.shape[1], d_h, d_z).to(dev)
+        if conv and X.shape[1] != 64:
+            raise ValueError(f"conv=True needs 8 x 8 images (64 columns of X), got {X.shape[1]} columns")
+        model = (ConvVAE(d_z, d_h) if conv else VAE(X.shape[1], d_h, d_z)).to(dev)
         optimizer = torch.optim.Adam(model.parameters(), lr=lr)
         data = torch.tensor(X, dtype=torch.float32)
         with torch.no_grad():  # index 0 of the history: the model at initialisation
