@@ -85,6 +85,30 @@ def test_lazy_training_measures_the_kernel_before_and_after():
     )
 
 
+def test_ntk_ensemble_pairs_cancel_at_init_and_follow_the_kernel_flow():
+    """At steps = 0 each antithetic pair averages to exactly 0; a member equals `train_two_layer` from the same draw;
+    wide ensembles approach the infinite-width flow, narrow ones less so."""
+    X = np.c_[np.linspace(-2, 2, 6), np.ones(6)]
+    y = np.sin(1.5 * X[:, 0])
+    X_star = np.c_[np.linspace(-3, 3, 9), np.ones(9)]
+    start = infinite_width.ntk_ensemble(X, y, X_star, 16, 3, 0, 0.1, rng=1)
+    assert start.outputs.shape == (6, 9) and np.abs(start.mean).max() < 1e-14
+    assert np.abs(start.outputs[0]).max() > 0.1 and np.allclose(start.outputs[1], -start.outputs[0])
+    run = infinite_width.ntk_ensemble(X, y, X_star, 32, 1, 50, 0.05, rng=2)
+    net = common.two_layer_net(2, 32, rng=2)
+    W0, v0 = net.W.detach().numpy(), net.v.detach().numpy()
+    trained = common.train_two_layer(X, y, W0, -v0, 50, 0.05, progress=False)
+    assert np.allclose(run.outputs[1], common.two_layer_output(X_star, trained.W, trained.v), atol=1e-12)
+    K = infinite_width.relu_ntk_limit(X, X)
+    eta = 1 / np.linalg.eigvalsh(K)[-1]
+    limit = ntk.ntk_flow(K, np.zeros(6), y, 200 * eta, infinite_width.relu_ntk_limit(X_star, X), np.zeros(9))
+    errors = [
+        np.abs(infinite_width.ntk_ensemble(X, y, X_star, m, 4, 200, eta, rng=3).mean - limit).max()
+        for m in (16, 2048)
+    ]
+    assert errors[1] < 0.15 * np.abs(limit).max() and errors[1] < errors[0] / 2, errors
+
+
 # ----------------------------------------------------------------------------- bad input
 
 BAD_INPUT = [  # (call, error, message)
@@ -93,6 +117,8 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: infinite_width.kernel_drift(np.eye(2), np.eye(3)), ValueError, "KT must have shape (2, 2)"),
     (lambda: infinite_width.kernel_alignment(np.eye(3), np.ones(2)), ValueError, "y must have shape (3,)"),
     (lambda: infinite_width.lazy_training(np.ones((3, 2)), np.ones(3), 4, 2, "relu", rng=-1), TypeError, "rng must be None"),
+    (lambda: infinite_width.ntk_ensemble(np.ones((3, 2)), np.ones(3), np.ones((4, 3)), 4, 2, 2, 0.1), ValueError, "X_star must have shape"),
+    (lambda: infinite_width.ntk_ensemble(np.ones((3, 2)), np.ones(3), np.ones((4, 2)), 4, 0, 2, 0.1), ValueError, "pairs must be an int"),
 ]  # fmt: skip
 
 

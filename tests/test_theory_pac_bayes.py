@@ -128,7 +128,53 @@ def test_sam_update_ascends_then_descends():
 
 # ----------------------------------------------------------------------------- bad input
 
+
+def test_binary_kl_matches_scipy_entropy():
+    from scipy.stats import entropy
+
+    for q, p in ((0.1, 0.3), (0.0, 0.2), (1.0, 0.6), (0.4, 0.4)):
+        assert abs(pac_bayes.binary_kl(q, p) - entropy([q, 1 - q], [p, 1 - p])) < 1e-14
+    assert pac_bayes.binary_kl(0.2, 0.0) == math.inf and pac_bayes.binary_kl(0.0, 0.0) == 0.0
+
+
+@pytest.mark.parametrize(("q", "c"), [(0.0, 0.01), (0.05, 0.02), (0.3, 0.1), (0.9, 1.0), (0.2, 0.0)])
+def test_kl_inverse_matches_a_brute_force_grid(q, c):
+    """The bisection against the largest p on a grid of 10^6 points with kl(q||p) <= c (the grid's spacing 1e-6),
+    and kl(q||p*) = c where the inverse is below 1."""
+    grid = np.linspace(q, 1, 10**6 + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl_grid = np.nan_to_num(q * np.log(q / grid), nan=0.0) + np.nan_to_num(
+            (1 - q) * np.log((1 - q) / (1 - grid)), nan=0.0, posinf=np.inf
+        )
+    brute = grid[kl_grid <= c + 1e-15].max()
+    p_star = pac_bayes.kl_inverse(q, c)
+    assert brute - 1e-12 <= p_star <= brute + (1 - q) * 1e-6 + 1e-12
+    if p_star < 1 - 1e-9:
+        assert abs(pac_bayes.binary_kl(q, p_star) - c) < 1e-8
+
+
+def test_pac_bayes_kl_bound_lies_between_the_truth_and_mcallester():
+    """kl(q||p) >= 2(p - q)^2 (Pinsker), so the kl bound never exceeds McAllester-Maurer's, and is far tighter at
+    small training errors; Catoni's bound against its formula, and above the training error."""
+    for emp, kl in ((0.0, 5.0), (0.02, 20.0), (0.3, 2.0), (0.1, 200.0)):
+        kl_bound = pac_bayes.pac_bayes_kl_bound(emp, kl, 1000, 0.05)
+        assert emp <= kl_bound <= pac_bayes.pac_bayes_bound(emp, kl, 1000, 0.05) + 1e-12
+        c = (kl + math.log(2 * math.sqrt(1000) / 0.05)) / 1000
+        assert abs(pac_bayes.binary_kl(emp, kl_bound) - c) < 1e-8
+    assert pac_bayes.pac_bayes_kl_bound(0.0, 5.0, 1000, 0.05) < 0.5 * pac_bayes.pac_bayes_bound(
+        0.0, 5.0, 1000, 0.05
+    )
+    emp, kl, n, delta, C = 0.1, 10.0, 500, 0.05, 2.0
+    expected = (1 - math.exp(-C * emp - (kl + math.log(1 / delta)) / n)) / (1 - math.exp(-C))
+    assert abs(pac_bayes.catoni_bound(emp, kl, n, delta, C) - expected) < 1e-14
+    assert pac_bayes.catoni_bound(emp, kl, n, delta, C) > emp
+
+
 BAD_INPUT = [  # (call, error, message)
+    (lambda: pac_bayes.binary_kl(1.2, 0.5), ValueError, "q must be a finite number in [0, 1]"),
+    (lambda: pac_bayes.kl_inverse(0.1, -1.0), ValueError, "c must be a finite number"),
+    (lambda: pac_bayes.pac_bayes_kl_bound(0.1, 1.0, 100, 0.0), ValueError, "delta must be a finite number in (0, 1)"),
+    (lambda: pac_bayes.catoni_bound(0.1, 1.0, 100, 0.05, 0.0), ValueError, "C must be"),
     (lambda: pac_bayes.kl_diag_gauss(np.zeros(2), np.ones(3), 0.0, 1.0), ValueError, "var_q must have shape (2,)"),
     (lambda: pac_bayes.kl_diag_gauss(np.zeros(2), -np.ones(2), 0.0, 1.0), ValueError, "var_q must hold variances > 0"),
     (lambda: pac_bayes.kl_diag_gauss(np.zeros(2), np.ones(2), 0.0, 0.0), ValueError, "var_p must be a finite number"),

@@ -38,11 +38,18 @@ def _ntk_two_layer_cases(rng):
 
 
 def _ntk_terms(X1, X2, W, v):
-    """The two parts of the 2-layer ReLU NTK without the 1/m: from v, and from W (with and without v_j^2)."""
+    """The parts of the 2-layer ReLU NTK without the 1/m: from v; from W with v_j^2, without it, without x^T x',
+    and with v_j in place of v_j^2."""
     Z1, Z2 = X1 @ W.T, X2 @ W.T
     from_v = np.maximum(Z1, 0) @ np.maximum(Z2, 0).T
     D1, D2 = (Z1 > 0).astype(float), (Z2 > 0).astype(float)
-    return from_v, ((D1 * v**2) @ D2.T) * (X1 @ X2.T), (D1 @ D2.T) * (X1 @ X2.T), (D1 * v**2) @ D2.T
+    return (
+        from_v,
+        ((D1 * v**2) @ D2.T) * (X1 @ X2.T),
+        (D1 @ D2.T) * (X1 @ X2.T),
+        (D1 * v**2) @ D2.T,
+        ((D1 * v) @ D2.T) * (X1 @ X2.T),
+    )
 
 
 grade_ntk_two_layer = grader(
@@ -80,6 +87,11 @@ grade_ntk_two_layer = grader(
             "d f / d w_j is a vector, v_j phi'(w_j^T x) x / sqrt(m): the inner product of two of them has the "
             "factor x^T x'.",
         ),
+        Hint(
+            lambda a, e, g: close((_ntk_terms(*a)[0] + _ntk_terms(*a)[4]) / len(a[3]), g),
+            "the gradient d f / d w_j = v_j phi'(w_j^T x) x / sqrt(m) appears twice in the inner product, once "
+            "for x and once for x', so its factor v_j appears squared: v_j^2, not v_j.",
+        ),
     ),
     mistakes=(
         (lambda X1, X2, W, v: len(v) * ntk_two_layer(X1, X2, W, v), "divide the sum over the units by m"),
@@ -94,6 +106,10 @@ grade_ntk_two_layer = grader(
         (
             lambda X1, X2, W, v: (_ntk_terms(X1, X2, W, v)[0] + _ntk_terms(X1, X2, W, v)[3]) / len(v),
             "factor x^T x'",
+        ),
+        (
+            lambda X1, X2, W, v: (_ntk_terms(X1, X2, W, v)[0] + _ntk_terms(X1, X2, W, v)[4]) / len(v),
+            "v_j^2, not v_j",
         ),
     ),
 )
@@ -395,12 +411,25 @@ grade_hoeffding_epsilon = grader(
             lambda a, e, g: close(e**2, g),
             "that is eps^2: take the square root, eps = sqrt(ln(1/delta) / (2n)).",
         ),
+        Hint(
+            lambda a, e, g: close(_hoeffding_variant(a[0], a[1], np.log10(1 / a[1])), g),
+            "the logarithm is the natural one: ln(1/delta) (math.log, np.log), not log10; it comes from solving "
+            "exp(-2 n eps^2) = delta.",
+        ),
+        Hint(
+            lambda a, e, g: close(e / 2, g) or close(e / math.sqrt(2), g),
+            "a stray factor 1/2: exp(-2 n eps^2) = delta gives eps^2 = ln(1/delta) / (2n) exactly, so "
+            "eps = sqrt(ln(1/delta) / (2n)), with no further 1/2 inside or outside the root.",
+        ),
     ),
     mistakes=(
         (lambda n, delta: math.sqrt(math.log(1 / delta) / n), "the 2 in the denominator"),
         (lambda n, delta: math.sqrt(math.log(2 / delta) / (2 * n)), "two-sided"),
         (lambda n, delta: _hoeffding_variant(n, delta, math.log(delta)), "ln(1/delta)"),
         (lambda n, delta: math.log(1 / delta) / (2 * n), "take the square root"),
+        (lambda n, delta: math.sqrt(math.log10(1 / delta) / (2 * n)), "not log10"),
+        (lambda n, delta: math.sqrt(math.log(1 / delta) / (4 * n)), "a stray factor 1/2"),
+        (lambda n, delta: 0.5 * math.sqrt(math.log(1 / delta) / (2 * n)), "a stray factor 1/2"),
     ),
 )
 
@@ -582,6 +611,10 @@ def _prune_most_negative(w, frac):
     return _zero_where(w, np.argsort(np.ravel(w), kind="stable"), frac)
 
 
+def _quantile_mask(w, frac):
+    return (np.abs(w) > np.quantile(np.abs(w), frac)).astype(float)
+
+
 grade_magnitude_mask = grader(
     "magnitude_mask",
     "w, frac",
@@ -604,11 +637,18 @@ grade_magnitude_mask = grader(
             lambda a, e, g: close(1 - e, g),
             "the mask is 1 where a weight is kept and 0 where it is pruned; yours is the other way round.",
         ),
+        Hint(
+            lambda a, e, g: close(_quantile_mask(*a), g),
+            "a threshold at np.quantile(np.abs(w), frac) prunes the wrong number of weights even without ties: "
+            "np.quantile interpolates between sorted values (on a 6x7 matrix at 95 % it prunes 39, not "
+            "round(0.95 * 42) = 40). Sort the magnitudes and zero exactly the first round(frac * w.size).",
+        ),
     ),
     mistakes=(
         (_prune_largest, "removed the largest"),
         (lambda w, frac: magnitude_mask(w, 1 - frac), "fraction pruned"),
         (_prune_most_negative, "magnitude |w|"),
         (lambda w, frac: 1 - magnitude_mask(w, frac), "other way round"),
+        (_quantile_mask, "np.quantile interpolates"),
     ),
 )

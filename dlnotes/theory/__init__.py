@@ -88,10 +88,12 @@ from .gp import (
 )
 from .infinite_width import (
     DeepReLUNet,
+    EnsembleRun,
     LazyRun,
     kernel_alignment,
     kernel_drift,
     lazy_training,
+    ntk_ensemble,
     relu_ntk_limit,
 )
 from .landscape import (
@@ -135,12 +137,16 @@ from .ntk import (
 from .pac_bayes import (
     GaussianPosterior,
     LossIncrease,
+    binary_kl,
+    catoni_bound,
     fit_pac_bayes,
     kl_diag_gauss,
+    kl_inverse,
     linear_gibbs_error,
     mlp_gibbs_error,
     noisy_loss_increase,
     pac_bayes_bound,
+    pac_bayes_kl_bound,
     sam_update,
 )
 from .sampling import (
@@ -192,6 +198,8 @@ __all__ = [
     "DeepReLUNet",
     "LazyRun",
     "lazy_training",
+    "EnsembleRun",
+    "ntk_ensemble",
     "kernel_drift",
     "kernel_alignment",
     "log_likelihood",
@@ -250,6 +258,10 @@ __all__ = [
     "fit_until_memorised",
     "kl_diag_gauss",
     "pac_bayes_bound",
+    "binary_kl",
+    "kl_inverse",
+    "pac_bayes_kl_bound",
+    "catoni_bound",
     "GaussianPosterior",
     "fit_pac_bayes",
     "linear_gibbs_error",

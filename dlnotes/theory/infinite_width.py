@@ -2,7 +2,8 @@
 
 The infinite-width NTK of the 2-layer ReLU network in closed form, the deep ReLU network in NTK parametrisation
 (its limit kernel, `common.relu_ntk_deep`, is shared with 9.3), lazy training measured as the change of the NTK
-during gradient descent, and the kernel-target alignment.
+during gradient descent, the kernel-target alignment, and ensembles of trained wide networks against the
+infinite-width prediction.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .common import (
     relu_gaussian_moments,
     train_two_layer,
     two_layer_net,
+    two_layer_output,
 )
 
 
@@ -127,3 +129,34 @@ def kernel_alignment(K, y) -> float:
     K = _ntk_check_kernel(K)
     y = check_vector(y, "y", len(K))
     return float(y @ K @ y / (np.linalg.norm(K) * (y @ y)))
+
+
+class EnsembleRun(NamedTuple):
+    mean: np.ndarray  # the ensemble's mean output at X_star (n*,)
+    outputs: np.ndarray  # every member's output at X_star (2 pairs, n*); pair k at rows 2k, 2k + 1
+
+
+def ntk_ensemble(X, y, X_star, m: int, pairs: int, steps: int, eta: float, rng=None) -> EnsembleRun:
+    """An ensemble of 2-layer ReLU nets of width m (`two_layer_net`) trained by `steps` steps of full-batch
+    gradient descent with step `eta` (`train_two_layer`) on X (n, d), y (n,), evaluated at X_star (n*, d).
+    The members come in antithetic pairs (W, v) and (W, -v), drawn from `rng`: the two initial functions are
+    f_0 and -f_0 with the same NTK, so each pair's mean starts at exactly 0 and, while training is lazy, ends at
+    :math:`K_0(x, X)K_0^{-1}(I - e^{-K_0t})y` with t = steps * eta; as m grows, K_0 -> k_infinity and the mean
+    tends to the NTK-GP posterior mean `ntk.ntk_flow` with `relu_ntk_limit`. Returns an `EnsembleRun`.
+    Section 9.1 (continued).
+    """
+    X = check_matrix(X, "X")
+    y = check_vector(y, "y", len(X))
+    X_star = check_matrix(X_star, "X_star", None, X.shape[1])
+    pairs = check_int(pairs, "pairs", 1)
+    eta = check_positive(eta, "eta")
+    rng = check_rng(rng)
+    outputs = []
+    for _ in range(pairs):
+        net = two_layer_net(X.shape[1], m, "relu", rng)
+        W0, v0 = to_numpy(net.W), to_numpy(net.v)
+        for sign in (1.0, -1.0):
+            run = train_two_layer(X, y, W0, sign * v0, steps, eta, progress=False)
+            outputs.append(two_layer_output(X_star, run.W, run.v))
+    outputs = np.array(outputs)
+    return EnsembleRun(outputs.mean(axis=0), outputs)
