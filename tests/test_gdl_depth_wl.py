@@ -9,7 +9,15 @@ import torch
 import torch.nn.functional as F
 
 from dlnotes.data import load_karate_club
-from dlnotes.gdl.depth_wl import GATLayer, GINLayer, node_influence, oversmoothing_curve, wl_colors, wl_test
+from dlnotes.gdl.depth_wl import (
+    GATLayer,
+    GINLayer,
+    node_influence,
+    oversmoothing_curve,
+    pair_norm,
+    wl_colors,
+    wl_test,
+)
 from dlnotes.gdl.graphs import GCNLayer, gcn_norm_adj, graph_matrices
 from dlnotes.gdl.symmetry import check_equivariant
 
@@ -119,6 +127,16 @@ def test_gin_layer_against_torch():
     assert check_equivariant(lambda X, A: layer(X, A), X, torch.as_tensor(A_K))
 
 
+def test_pair_norm_centres_and_fixes_the_mean_pairwise_distance():
+    H = torch.as_tensor(np.random.default_rng(2).normal(3.0, 2.0, size=(12, 4)))
+    out = pair_norm(H, s=1.5)
+    assert torch.allclose(out.mean(dim=0), torch.zeros(4, dtype=torch.float64), atol=1e-12)
+    assert torch.isclose(out.pow(2).sum(dim=1).mean(), torch.tensor(2.25, dtype=torch.float64))
+    assert torch.isclose(torch.cdist(out, out).pow(2).mean(), torch.tensor(2 * 2.25, dtype=torch.float64))
+    centred = H - H.mean(dim=0)
+    assert torch.allclose(out, centred * 1.5 / centred.pow(2).sum(dim=1).mean().sqrt())
+
+
 def test_gin_forward_leaves_the_layer_unchanged():
     torch.manual_seed(6)
     layer = GINLayer(3, 2)  # float32
@@ -209,6 +227,8 @@ BAD_INPUT = [  # (call, error, message)
         "every node needs a neighbour",
     ),
     (lambda: GINLayer(2, 2, hidden=0), ValueError, "hidden"),
+    (lambda: pair_norm(np.ones((3, 2))), ValueError, "H must be a tensor"),
+    (lambda: pair_norm(torch.ones(3, 2), s=0), ValueError, "s"),
     (
         lambda: GINLayer(2, 2)(torch.ones(3, 2), np.zeros((2, 2))),
         ValueError,

@@ -8,7 +8,16 @@ import pytest
 import torch
 
 from dlnotes.data import load_karate_club
-from dlnotes.gdl.graphs import GCN, GCNLayer, gcn_norm_adj, graph_matrices, message_passing, train_gcn
+from dlnotes.gdl.graphs import (
+    GCN,
+    GCNLayer,
+    gcn_norm_adj,
+    graph_matrices,
+    label_propagation,
+    make_sbm_task,
+    message_passing,
+    train_gcn,
+)
 from dlnotes.gdl.symmetry import check_equivariant
 
 from conftest import bad_input_test
@@ -157,6 +166,30 @@ def test_train_gcn_karate_one_label_per_club():
 X3 = np.ones((3, 2))
 A3 = np.array([[0.0, 1, 0], [1, 0, 1], [0, 1, 0]])
 
+
+def test_label_propagation_is_the_sum_of_propagated_labels():
+    labelled = np.array([0, 33])
+    F_scores = label_propagation(A_KARATE, Y_KARATE, labelled, alpha=0.9)
+    A_bar = gcn_norm_adj(A_KARATE)
+    Y0 = np.zeros((34, 2))
+    Y0[labelled, Y_KARATE[labelled]] = 1
+    series, term = np.zeros_like(Y0), Y0.copy()
+    for _ in range(2000):  # sum_k (0.9 A_bar)^k Y0, a geometric series
+        series += term
+        term = 0.9 * A_bar @ term
+    assert np.allclose(F_scores, series, rtol=0, atol=1e-10)
+    assert F_scores[0].argmax() == 0 and F_scores[33].argmax() == 1
+
+
+def test_sbm_task_blocks_and_features():
+    task = make_sbm_task((60, 40), p_in=0.3, p_out=0.0, F=4, signal=3.0, rng=1)
+    assert task.A.shape == (100, 100) and np.array_equal(task.A, task.A.T) and not np.diag(task.A).any()
+    assert not task.A[:60, 60:].any() and task.A[:60, :60].mean() > 0.2  # no edge between the blocks
+    assert np.array_equal(np.bincount(task.y), [60, 40])
+    means = np.array([task.X[task.y == c].mean(0) for c in (0, 1)])
+    assert np.allclose(np.linalg.norm(means, axis=1), 3.0, atol=0.6)  # signal * unit vector + noise mean
+
+
 BAD_INPUT = [  # (call, error, message)
     (lambda: graph_matrices(A3), TypeError, "networkx.Graph"),
     (lambda: graph_matrices(nx.DiGraph([(0, 1)])), TypeError, "undirected"),
@@ -182,7 +215,13 @@ BAD_INPUT = [  # (call, error, message)
         r"A_bar must have shape (3, 3)",
     ),
     (lambda: GCN(2, 4, 1), ValueError, "n_classes"),
-    (lambda: train_gcn(X3, A3, [0, 1, 0], [0, 5]), ValueError, "labelled"),
+    (lambda: train_gcn(X3, A3, [0, 1, 0], [0, 5]), ValueError, "labelled must hold node indices in 0..2"),
+    (lambda: train_gcn(X3, A3, [0, 1, 0], [0.5]), TypeError, "labelled must hold integer node indices"),
+    (lambda: label_propagation(A3, [0, 1, 0], [0], alpha=1), ValueError, "alpha"),
+    (lambda: label_propagation(A3, [0, 1], [0]), ValueError, "y must"),
+    (lambda: make_sbm_task((5,)), ValueError, "at least two blocks"),
+    (lambda: make_sbm_task(p_in=1.5), ValueError, "p_in"),
+    (lambda: make_sbm_task(rng="a"), TypeError, "rng"),
     (lambda: train_gcn(X3, A3, [0, 1], [0]), ValueError, "y must"),
     (lambda: train_gcn(X3, A3, [0, 1, 0], [0, 1, 2]), ValueError, "unlabelled"),
     (lambda: train_gcn(X3, A3, [0, 1, 0], [0], lr=0), ValueError, "lr"),

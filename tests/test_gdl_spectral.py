@@ -54,11 +54,13 @@ def test_laplacian_quadratic_form_is_the_sum_over_edges():
     assert np.isclose(x @ laplacian(A) @ x, edges)
 
 
-def test_normalized_laplacian_of_an_isolated_node_is_the_identity_row():
-    A = np.zeros((3, 3))
-    A[0, 1] = A[1, 0] = 1
-    Ln = laplacian(A, normalized=True)
-    assert np.array_equal(Ln[2], [0, 0, 1]) and np.allclose(Ln[:2, :2], [[1, -1], [-1, 1]])
+def test_normalized_laplacian_of_an_isolated_node_is_a_zero_row_as_in_networkx():
+    G = nx.Graph([(0, 1)])
+    G.add_node(2)  # one edge and one isolated node
+    Ln = laplacian(nx.to_numpy_array(G, weight=None), normalized=True)
+    assert np.array_equal(Ln[2], [0, 0, 0]) and np.allclose(Ln[:2, :2], [[1, -1], [-1, 1]])
+    assert np.allclose(Ln, nx.normalized_laplacian_matrix(G, weight=None).toarray(), rtol=0, atol=1e-15)
+    assert np.sum(np.abs(np.linalg.eigvalsh(Ln)) < 1e-12) == 2  # one zero eigenvalue per component
 
 
 def test_graph_fourier_diagonalises_and_is_ascending():

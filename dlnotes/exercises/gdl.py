@@ -38,6 +38,11 @@ grade_permute_graph = grader(
             "a node indexes both the rows and the columns of A: permute both, P A P^T (A[pi][:, pi]), not P A.",
         ),
         Hint(
+            lambda a, e, g: close((np.eye(len(a[2]))[a[2]] @ a[1] @ np.eye(len(a[2]))[a[2]]), g[1]),
+            "undo the permutation on the column side with the transpose: P A P^T, not P A P "
+            "(the two agree only when P = P^T).",
+        ),
+        Hint(
             lambda a, e, g: close(permute_graph_reference(a[0], a[1], np.argsort(a[2])), g),
             "row i of P X is row pi[i] of X (P = np.eye(M)[pi]); you used the inverse permutation.",
         ),
@@ -45,6 +50,7 @@ grade_permute_graph = grader(
     mistakes=(
         (lambda X, A, pi: (X[pi], A[pi]), "both the rows and the columns"),
         (lambda X, A, pi: permute_graph_reference(X, A, np.argsort(pi)), "inverse permutation"),
+        (lambda X, A, pi: (X[pi], np.eye(len(pi))[pi] @ A @ np.eye(len(pi))[pi]), "not P A P"),
     ),
 )
 
@@ -85,6 +91,10 @@ grade_equivariant_layer = grader(
             "every output row needs its own term x_m Lam: without it all rows are equal (invariant, not equivariant).",
         ),
         Hint(
+            lambda a, e, g: close(a[0] @ a[1] + a[0].sum(0) @ a[2], g),
+            "add the bias b to every row: y_m = x_m Lam + (sum_k x_k) Gam + b.",
+        ),
+        Hint(
             lambda a, e, g: close(a[0] @ a[1] + a[0] @ a[2] + a[3], g),
             "the second term pools over all elements: (sum_k x_k) Gam, the same for every row, not x_m Gam.",
         ),
@@ -93,6 +103,7 @@ grade_equivariant_layer = grader(
         (lambda X, Lam, Gam, b: X @ Lam + X.mean(0) @ Gam + b, "not the mean"),
         (lambda X, Lam, Gam, b: np.broadcast_to(X.sum(0) @ Gam + b, (len(X), len(b))), "its own term"),
         (lambda X, Lam, Gam, b: X @ Lam + X @ Gam + b, "pools over all elements"),
+        (lambda X, Lam, Gam, b: X @ Lam + X.sum(0) @ Gam, "add the bias"),
     ),
 )
 
@@ -131,6 +142,10 @@ grade_segmentation_features = grader(
             "PointNet pools with the coordinate-wise maximum over the points, not the mean.",
         ),
         Hint(
+            lambda a, e, g: close(_seg_features_with(*a, pool=np.sum), g),
+            "PointNet pools with the coordinate-wise maximum over the points, not the sum.",
+        ),
+        Hint(
             lambda a, e, g: close(_seg_features_with(*a, local_first=False), g),
             "row m is [h_m, g]: the point's local feature first, then the global feature.",
         ),
@@ -147,6 +162,7 @@ grade_segmentation_features = grader(
             "local feature first",
         ),
         (lambda X, W1, b1, W2, b2: _seg_features_with(X, W1, b1, W2, b2, axis=1), "max over the points"),
+        (lambda X, W1, b1, W2, b2: _seg_features_with(X, W1, b1, W2, b2, pool=np.sum), "not the sum"),
     ),
 )
 
@@ -180,6 +196,11 @@ def _no_plus_one(A):
     return s[:, None] * (A + np.eye(len(A))) * s
 
 
+def _elementwise_diagonal(A):
+    D_inv_sqrt = np.diag(1 / np.sqrt(1 + A.sum(1)))
+    return D_inv_sqrt * (A + np.eye(len(A))) * D_inv_sqrt
+
+
 def _row_normalised(A):
     A_loop = A + np.eye(len(A))
     return A_loop / A_loop.sum(1, keepdims=True)
@@ -200,6 +221,11 @@ grade_gcn_matrix = grader(
             "normalise with the degrees of A + I, d~_m = 1 + d_m, not with the degrees d_m of A.",
         ),
         Hint(
+            lambda a, e, g: close(_elementwise_diagonal(a[0]), g),
+            "multiply the matrices with @, D~^{-1/2} @ (A + I) @ D~^{-1/2}: the element-wise * with a diagonal "
+            "matrix keeps only the diagonal.",
+        ),
+        Hint(
             lambda a, e, g: close(_row_normalised(a[0]), g),
             "normalise symmetrically, D~^{-1/2} (A + I) D~^{-1/2}; D~^{-1} (A + I) is the row-wise mean, "
             "not symmetric.",
@@ -209,6 +235,7 @@ grade_gcn_matrix = grader(
         (_without_self_loops, "self-loops"),
         (_no_plus_one, "1 + d_m"),
         (_row_normalised, "symmetrically"),
+        (_elementwise_diagonal, "element-wise"),
     ),
 )
 
@@ -249,6 +276,10 @@ def _gat_no_leaky_relu(X, A, W, a):
     return _gat_with(X, A, W, a, slope=1.0)
 
 
+def _gat_torch_slope(X, A, W, a):
+    return _gat_with(X, A, W, a, slope=0.01)
+
+
 def _gat_cases(rng):
     cases = []
     for M, F_in, F_out in [(5, 3, 2), (7, 4, 3), (6, 2, 4)]:
@@ -285,12 +316,18 @@ grade_gat_attention = grader(
             lambda a, e, g: close(_gat_no_leaky_relu(*a), g),
             "apply the LeakyReLU (slope 0.2 for negative scores) to a^T [z_i || z_j] before the softmax.",
         ),
+        Hint(
+            lambda a, e, g: close(_gat_torch_slope(*a), g),
+            "GAT's LeakyReLU has the negative slope 0.2; 0.01 is torch's default "
+            "(F.leaky_relu(s, negative_slope=0.2)).",
+        ),
     ),
     mistakes=(
         (_gat_no_self_loops, "include node i itself"),
         (_gat_unmasked, "mask the scores"),
         (_gat_columns, "normalise each row"),
         (_gat_no_leaky_relu, "apply the LeakyReLU"),
+        (_gat_torch_slope, "torch's default"),
     ),
 )
 
@@ -303,14 +340,16 @@ def chebyshev_filter_reference(L, thetas, lam_max):
     return chebyshev_filter(L, thetas, lam_max)
 
 
-def _chebyshev_with(rescale, factor=2.0):
-    """A Chebyshev filter with another rescaling of L or another factor in the recursion (typical mistakes)."""
+def _chebyshev_with(rescale, factor=2.0, *, T_0=np.eye, product=np.matmul):
+    """A Chebyshev filter with one typical mistake: another rescaling of L, another factor in the recursion, T_0
+    as the scalar 1 (``T_0=np.ones``: it broadcasts to the all-ones matrix) or the element-wise product in the
+    recursion (``product=np.multiply``)."""
 
     def wrong(L, thetas, lam_max):
         L_hat = rescale(np.asarray(L, dtype=float), lam_max)
-        T = [np.eye(len(L_hat)), L_hat]
+        T = [T_0((len(L_hat), len(L_hat))) if T_0 is np.ones else T_0(len(L_hat)), L_hat]
         for _ in range(2, len(thetas)):
-            T.append(factor * L_hat @ T[-1] - T[-2])
+            T.append(factor * product(L_hat, T[-1]) - T[-2])
         return sum(theta * T_k for theta, T_k in zip(thetas, T, strict=False))
 
     return wrong
@@ -318,6 +357,14 @@ def _chebyshev_with(rescale, factor=2.0):
 
 def _right_rescale(L, lam_max):
     return 2 * L / lam_max - np.eye(len(L))
+
+
+def _rescale_with_two(L, lam_max):
+    return 2 * L / 2.0 - np.eye(len(L))
+
+
+def _rescale_with_eigvalsh(L, lam_max):
+    return 2 * L / np.linalg.eigvalsh(L)[-1] - np.eye(len(L))
 
 
 def _chebyshev_cases(rng):
@@ -350,6 +397,22 @@ grade_chebyshev_filter = grader(
             "the recursion has a factor 2: T_k = 2 L^ T_{k-1} - T_{k-2}.",
         ),
         Hint(
+            lambda a, e, g: close(_chebyshev_with(_right_rescale, T_0=np.ones)(*a), g),
+            "T_0 is the identity matrix I, not the scalar 1: a 1 added to a matrix broadcasts to all-ones.",
+        ),
+        Hint(
+            lambda a, e, g: close(_chebyshev_with(_right_rescale, product=np.multiply)(*a), g),
+            "the recursion multiplies matrices, 2 L^ @ T_{k-1}: the element-wise * is not a polynomial in L.",
+        ),
+        Hint(
+            lambda a, e, g: close(_chebyshev_with(_rescale_with_two)(*a), g),
+            "use the lam_max you are given: L^ = 2 L / lam_max - I, not always 2 L / 2 - I.",
+        ),
+        Hint(
+            lambda a, e, g: close(_chebyshev_with(_rescale_with_eigvalsh)(*a), g),
+            "use the lam_max you are given (it may be the bound 2), not the largest eigenvalue you compute.",
+        ),
+        Hint(
             lambda a, e, g: np.shape(g) != np.shape(e),
             "the filter is a matrix (M, M): sum_k theta_k T_k(L^), with T_0 = I the identity matrix.",
         ),
@@ -358,5 +421,69 @@ grade_chebyshev_filter = grader(
         (_chebyshev_with(lambda L, lam_max: L), "rescale first"),
         (_chebyshev_with(lambda L, lam_max: 2 * L / lam_max), "subtract the identity"),
         (_chebyshev_with(_right_rescale, factor=1.0), "factor 2"),
+        (_chebyshev_with(_right_rescale, T_0=np.ones), "not the scalar 1"),
+        (_chebyshev_with(_right_rescale, product=np.multiply), "element-wise"),
+        (_chebyshev_with(_rescale_with_two), "not always 2 L / 2"),
+        (_chebyshev_with(_rescale_with_eigvalsh), "largest eigenvalue you compute"),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- 7.6 graph learning in practice
+
+
+def scatter_mean_reference(messages, receivers, M):
+    """(M, F): the mean of the messages (E, F) that each node receives (receivers (E,)), 0 where none arrives."""
+    return _scatter_mean_with(messages, receivers, M)
+
+
+def _scatter_mean_with(messages, receivers, M, *, buffered=False, divide="count"):
+    """The scatter mean as the reference computes it, or with one typical mistake: a buffered fancy-index
+    ``+=`` (one message per receiver survives), no mean (the sum), or a division by the raw count (0/0 = nan)."""
+    total = np.zeros((M, messages.shape[1]))
+    if buffered:
+        total[receivers] += messages
+    else:
+        np.add.at(total, receivers, messages)
+    count = np.bincount(receivers, minlength=M).astype(float)[:, None]
+    if divide == "sum":
+        return total
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total / (count if divide == "raw" else np.maximum(count, 1))
+
+
+def _scatter_cases(rng):
+    cases = []
+    for M, E, F in [(5, 9, 2), (8, 20, 3), (6, 4, 1)]:
+        receivers = rng.integers(M - 1, size=E)  # the last node receives nothing
+        receivers[:2] = 0  # node 0 receives at least two messages
+        cases.append((rng.normal(size=(E, F)), receivers, M))
+    return cases
+
+
+grade_scatter_mean = grader(
+    "scatter_mean",
+    "messages, receivers, M",
+    scatter_mean_reference,
+    _scatter_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_scatter_mean_with(*a, buffered=True), g),
+            "out[receivers] += messages adds only one message per receiver (the fancy-indexed += is buffered): "
+            "use np.add.at(out, receivers, messages).",
+        ),
+        Hint(
+            lambda a, e, g: close(_scatter_mean_with(*a, divide="sum"), g),
+            "divide each node's sum by the number of messages it receives (np.bincount(receivers, minlength=M)).",
+        ),
+        Hint(
+            lambda a, e, g: np.shape(g) == np.shape(e) and bool(np.isnan(np.asarray(g, dtype=float)).any()),
+            "a node that receives no message must get 0, not 0/0 = nan: divide by max(count, 1).",
+        ),
+    ),
+    mistakes=(
+        (lambda m, r, M: _scatter_mean_with(m, r, M, buffered=True), "np.add.at"),
+        (lambda m, r, M: _scatter_mean_with(m, r, M, divide="sum"), "number of messages"),
+        (lambda m, r, M: _scatter_mean_with(m, r, M, divide="raw"), "not 0/0"),
     ),
 )

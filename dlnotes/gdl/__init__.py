@@ -9,6 +9,8 @@ graphs). One module per section, in the order of the chapter:
   refinement.
 - `spectral` (7.5, notebook 06): graph Laplacians, the graph Fourier transform, spectral, polynomial and
   Chebyshev filters.
+- `practice` (7.6, notebook 07): message passing over edge lists, multi-head GAT, mini-batches of graphs,
+  a graph classifier, Laplacian positional encodings.
 - `common`: what several sections share, the validation of adjacency and symmetric graph matrices.
 
 Conventions: a set or a graph's node features are an array X (M, F), one element / node per row; a graph is a
@@ -17,13 +19,14 @@ symmetric adjacency matrix A (M, M) with zero diagonal (float64); a permutation 
 (``from dlnotes.gdl import gcn_norm_adj``); notebooks import each from its section module.
 """
 
-from .common import check_adjacency, check_symmetric
+from .common import check_adjacency, check_nodes, check_symmetric
 from .depth_wl import (
     GATLayer,
     GINLayer,
     Oversmoothing,
     node_influence,
     oversmoothing_curve,
+    pair_norm,
     wl_colors,
     wl_test,
 )
@@ -32,8 +35,11 @@ from .graphs import (
     GCNLayer,
     GCNTraining,
     GraphMatrices,
+    NodeTask,
     gcn_norm_adj,
     graph_matrices,
+    label_propagation,
+    make_sbm_task,
     message_passing,
     train_gcn,
 )
@@ -49,6 +55,21 @@ from .pointnet import (
     sample_surface,
     segmentation_features,
     train_pointnet,
+)
+from .practice import (
+    AGGREGATIONS,
+    GraphBatch,
+    GraphClassifier,
+    MultiHeadGAT,
+    batch_graphs,
+    edge_list,
+    laplacian_pe,
+    make_degree_graphs,
+    predict_graphs,
+    readout,
+    scatter_aggregate,
+    sparse_message_passing,
+    train_graph_classifier,
 )
 from .sets import (
     DeepSets,
@@ -122,10 +143,14 @@ __all__ = [
     "GCN",
     "GCNTraining",
     "train_gcn",
+    "label_propagation",
+    "NodeTask",
+    "make_sbm_task",
     # depth_wl (7.3-7.4)
     "node_influence",
     "Oversmoothing",
     "oversmoothing_curve",
+    "pair_norm",
     "GATLayer",
     "GINLayer",
     "wl_colors",
@@ -142,7 +167,22 @@ __all__ = [
     "rescaled_laplacian",
     "chebyshev_polynomials",
     "chebyshev_filter",
+    # practice (7.6)
+    "AGGREGATIONS",
+    "edge_list",
+    "scatter_aggregate",
+    "sparse_message_passing",
+    "MultiHeadGAT",
+    "GraphBatch",
+    "batch_graphs",
+    "readout",
+    "GraphClassifier",
+    "make_degree_graphs",
+    "train_graph_classifier",
+    "predict_graphs",
+    "laplacian_pe",
     # common
     "check_adjacency",
+    "check_nodes",
     "check_symmetric",
 ]

@@ -34,6 +34,19 @@ def check_adjacency(A, name: str = "A", M: int | None = None, *, weighted: bool 
     return A
 
 
+def check_nodes(idx, name: str, M: int) -> np.ndarray:
+    """Node indices (k,) as int64 after checking them: a non-empty 1-D array of whole numbers in 0..M-1 (a graph
+    with M nodes)."""
+    idx = np.asarray(idx)
+    if idx.dtype == bool or not np.issubdtype(idx.dtype, np.integer):
+        raise TypeError(f"{name} must hold integer node indices, got dtype {idx.dtype}")
+    if idx.ndim != 1 or idx.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of node indices, got shape {idx.shape}")
+    if ((idx < 0) | (idx >= M)).any():
+        raise ValueError(f"{name} must hold node indices in 0..{M - 1}, got {idx.min()}..{idx.max()}")
+    return idx.astype(np.int64)
+
+
 def check_symmetric(L, name: str = "L") -> np.ndarray:
     """A symmetric matrix L (M, M) of a graph (a Laplacian, the GCN matrix A_bar) as float64, made exactly
     symmetric, :math:`(L + L^\\top) / 2`, after checking that it is square and :math:`L = L^\\top` to 1e-10."""

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..training import to_numpy
-from ..validation import check_array, check_callable, check_int, check_number
+from ..validation import check_array, check_callable, check_int, check_number, check_positive
 from .common import check_symmetric
 
 
@@ -79,6 +79,18 @@ def oversmoothing_curve(X, A_bar, ks) -> Oversmoothing:
     dist = dict(dist)
     start = np.linalg.norm(X - limit)
     return Oversmoothing(np.array([dist[k] for k in ks]), np.array([lam2**k * start for k in ks]), u, lam2)
+
+
+def pair_norm(H: torch.Tensor, s: float = 1.0) -> torch.Tensor:
+    """PairNorm (Zhao and Akoglu, 2020): centre the node features, ``H~ = H - 1 mean_m(h_m)^T``, then scale all
+    rows together so that their mean squared norm is s^2, ``s H~ / sqrt(mean_m ||h~_m||^2)``. The mean pairwise
+    squared distance between the rows is then fixed (2 s^2), so stacked layers cannot collapse the nodes onto
+    one vector. H (M, F) a tensor."""
+    if not isinstance(H, torch.Tensor) or H.ndim != 2:
+        raise ValueError(f"H must be a tensor (M, F), got {getattr(H, 'shape', type(H).__name__)}")
+    s = check_positive(s, "s")
+    centred = H - H.mean(dim=0, keepdim=True)
+    return s * centred / centred.pow(2).sum(dim=1).mean().clamp_min(1e-30).sqrt()
 
 
 def _node_inputs(X, A, F_in: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -27,8 +27,9 @@ from ..validation import (
     check_matrix,
     check_number,
     check_positive,
+    check_rng,
 )
-from .common import check_adjacency
+from .common import check_adjacency, check_nodes
 
 
 class GraphMatrices(NamedTuple):
@@ -164,8 +165,7 @@ class GCNTraining(NamedTuple):
     losses: np.ndarray  # training loss (cross-entropy on the labelled nodes) of every epoch, (epochs,)
     predicted: np.ndarray  # predicted class of every node, (M,)
     accuracy: float  # accuracy on the unlabelled nodes
-    # the predicted class probabilities (softmax of the logits) of every node, (M, n_classes)
-    proba: np.ndarray
+    proba: np.ndarray  # predicted class probabilities (softmax of the logits) of every node, (M, n_classes)
 
 
 def train_gcn(
@@ -193,7 +193,7 @@ def train_gcn(
     X = check_matrix(X, "X")
     A_bar = gcn_norm_adj(check_adjacency(A, "A", len(X)))
     y = check_labels(y, "y", len(X))
-    labelled = np.unique(check_labels(labelled, "labelled", n_classes=len(X)))
+    labelled = np.unique(check_nodes(labelled, "labelled", len(X)))
     if len(labelled) == len(X):
         raise ValueError("labelled must leave at least one node unlabelled to measure the accuracy")
     n_classes = max(int(y.max()) + 1, 2)
@@ -223,3 +223,46 @@ def train_gcn(
     predicted = proba.argmax(1)
     rest = np.setdiff1d(np.arange(len(X)), labelled)
     return GCNTraining(model, losses, predicted, float((predicted[rest] == y[rest]).mean()), proba)
+
+
+def label_propagation(A, y, labelled, alpha: float = 0.9) -> np.ndarray:
+    """Scores of untrained label propagation (Zhou et al., 2004, with the GCN matrix), F = (I - alpha A_bar)^{-1}
+    Y_0, (M, n_classes): Y_0 holds the one-hot labels of the ``labelled`` nodes and zeros elsewhere, and
+    F = sum_k alpha^k A_bar^k Y_0 spreads them along the walks of the graph. Predict with ``F.argmax(1)``.
+    A (M, M) 0/1 adjacency, y (M,) labels (only those of ``labelled`` are read), 0 < alpha < 1.
+    """
+    A_bar = gcn_norm_adj(A)
+    M = len(A_bar)
+    y = check_labels(y, "y", M)
+    labelled = check_nodes(labelled, "labelled", M)
+    alpha = check_number(alpha, "alpha", 0, 1, low_open=True, high_open=True)
+    Y0 = np.zeros((M, max(int(y.max()) + 1, 2)))
+    Y0[labelled, y[labelled]] = 1.0
+    return np.linalg.solve(np.eye(M) - alpha * A_bar, Y0)
+
+
+class NodeTask(NamedTuple):
+    A: np.ndarray  # adjacency (M, M), 0/1, symmetric, zero diagonal
+    X: np.ndarray  # node features (M, F)
+    y: np.ndarray  # class of every node (M,)
+
+
+def make_sbm_task(
+    sizes=(100, 100), p_in: float = 0.05, p_out: float = 0.02, F: int = 16, signal: float = 0.5, rng=None
+) -> NodeTask:
+    """A node-classification task whose graph and features both carry part of the answer: a stochastic block
+    model (one block per class; an edge inside a block with probability ``p_in``, between blocks ``p_out``)
+    and noisy features ``x_m = signal * mu_{y_m} + N(0, I_F)`` with one random unit vector mu_c per class.
+    Nodes are ordered by class (block 0 first)."""
+    sizes = [check_int(s, "sizes[i]", 1) for s in np.atleast_1d(sizes)]
+    if len(sizes) < 2:
+        raise ValueError(f"sizes must give at least two blocks (classes), got {sizes}")
+    p_in, p_out = check_number(p_in, "p_in", 0, 1), check_number(p_out, "p_out", 0, 1)
+    F, signal = check_int(F, "F", 1), check_number(signal, "signal", 0)
+    rng = check_rng(rng)
+    y = np.repeat(np.arange(len(sizes)), sizes)
+    upper = np.triu(rng.random((len(y), len(y))) < np.where(y[:, None] == y[None, :], p_in, p_out), 1)
+    mu = rng.normal(size=(len(sizes), F))
+    mu /= np.linalg.norm(mu, axis=1, keepdims=True)
+    X = signal * mu[y] + rng.normal(size=(len(y), F))
+    return NodeTask((upper | upper.T).astype(np.float64), X, y)

@@ -158,7 +158,7 @@ class TNet(nn.Module):
 
     ``mlp`` is a shared per-point MLP k -> width -> 2 width (ReLU), the max over the points makes A permutation
     invariant, ``h`` is an MLP 2 width -> width -> k^2 whose last layer starts at zero, so A starts as I. A is a
-    general (affine-linear) matrix, not constrained to be a rotation.
+    general linear map (no translation), not constrained to be a rotation.
     """
 
     def __init__(self, k: int, width: int = 32):

@@ -27,11 +27,13 @@ from .common import check_adjacency, check_symmetric
 
 
 def laplacian(A, normalized: bool = False) -> np.ndarray:
-    """The graph Laplacian L = D - A or, with ``normalized=True``, L~ = I - D^{-1/2} A D^{-1/2}.
+    """The graph Laplacian L = D - A or, with ``normalized=True``, L~ = D^{-1/2} (D - A) D^{-1/2}.
 
     A is a symmetric (weighted) adjacency matrix (M, M) with zero diagonal, D = diag(d_m), d_m = sum_n A_mn.
     L is symmetric positive semi-definite, L 1 = 0, and x^T L x = sum over edges {m, n} of A_mn (x_m - x_n)^2.
-    The spectrum of L~ lies in [0, 2]. An isolated node (d_m = 0) gets (D^{-1/2})_mm = 0: its row of L~ is e_m.
+    Without isolated nodes L~ = I - D^{-1/2} A D^{-1/2}, with spectrum in [0, 2]. An isolated node (d_m = 0)
+    gets (D^{-1/2})_mm = 0, as in networkx: its row and column of L~ are 0 (one more zero eigenvalue), where
+    I - D^{-1/2} A D^{-1/2} would put a 1 on the diagonal.
     """
     A = check_adjacency(A, weighted=True)
     if not isinstance(normalized, (bool, np.bool_)):
@@ -41,7 +43,7 @@ def laplacian(A, normalized: bool = False) -> np.ndarray:
         return np.diag(d) - A
     inv_sqrt = np.zeros_like(d)
     inv_sqrt[d > 0] = 1.0 / np.sqrt(d[d > 0])
-    return np.eye(len(d)) - inv_sqrt[:, None] * A * inv_sqrt[None, :]
+    return inv_sqrt[:, None] * (np.diag(d) - A) * inv_sqrt[None, :]
 
 
 class GraphSpectrum(NamedTuple):
