@@ -40,7 +40,7 @@ from .validation import (
 def causal_mask(T: int) -> np.ndarray:
     """The causal mask of a sequence of length T: a bool array (T, T) with ``mask[i, j] = (j <= i)``.
 
-    **True = may attend** (query i sees keys 1..i), the convention of
+    **True = may attend** (query i sees keys 0..i, itself included), the convention of
     ``torch.nn.functional.scaled_dot_product_attention`` (``attn_mask``). ``torch.nn.MultiheadAttention`` and
     ``nn.Transformer`` use the opposite one (True = masked out): pass ``~causal_mask(T)`` there.
     """
@@ -80,6 +80,40 @@ def attention(Q, K, V, mask=None, beta=None) -> Attention:
         S = np.where(_check_mask(mask, len(Q), len(K)), S, -np.inf)
     A = softmax(S, axis=1)
     return Attention(A @ V, A)
+
+
+def tiled_attention(Q, K, V, block: int = 64, beta=None) -> np.ndarray:
+    """Attention computed FlashAttention's way: for each block of queries, run over the keys and values in blocks
+    of `block`, keeping per query the running maximum m, the running sum l = sum_j exp(s_j - m) and the
+    running numerator acc = sum_j exp(s_j - m) v_j; a block that raises the maximum rescales l and acc by
+    exp(m_old - m_new). out = acc / l, exactly softmax attention, but no row of T_k scores is ever stored."""
+    Q = check_matrix(Q, "Q")
+    K = check_matrix(K, "K", None, Q.shape[1])
+    V = check_matrix(V, "V", K.shape[0])
+    block = check_int(block, "block", 1)
+    beta = 1 / np.sqrt(Q.shape[1]) if beta is None else check_positive(beta, "beta")
+    out = np.empty((len(Q), V.shape[1]))
+    for i in range(0, len(Q), block):
+        q = Q[i : i + block]
+        m, l, acc = np.full(len(q), -np.inf), np.zeros(len(q)), np.zeros((len(q), V.shape[1]))
+        for j in range(0, len(K), block):
+            S = beta * q @ K[j : j + block].T  # one tile of scores, (block, block)
+            m_new = np.maximum(m, S.max(axis=1))
+            rescale, E = np.exp(m - m_new), np.exp(S - m_new[:, None])
+            l, acc, m = rescale * l + E.sum(axis=1), rescale[:, None] * acc + E @ V[j : j + block], m_new
+        out[i : i + block] = acc / l[:, None]
+    return out
+
+
+def padding_mask(lengths, T: int) -> torch.Tensor:
+    """The key-padding mask of a batch of sequences of the given lengths, padded to T: a bool tensor
+    (B, 1, 1, T), True = a real token that may be attended to (the convention of `causal_mask`); it broadcasts
+    over heads and queries in `MultiHeadAttention` and combines with a causal mask by ``&``."""
+    T = check_int(T, "T", 1)
+    lengths = check_array(lengths, "lengths", (None,), dtype=np.int64)
+    if lengths.min() < 1 or lengths.max() > T:
+        raise ValueError(f"lengths must lie in 1..T = {T}, got {lengths.min()}..{lengths.max()}")
+    return torch.as_tensor(np.arange(T)[None, :] < lengths[:, None])[:, None, None, :]
 
 
 def row_entropy(A) -> np.ndarray:
@@ -167,12 +201,12 @@ class MultiHeadAttention(nn.Module):
     Returns out (like x_q) and the weights per head A (B, h, T_q, T_k) (or (h, T_q, T_k) unbatched).
     """
 
-    def __init__(self, d: int, h: int, bias: bool = True):
+    def __init__(self, d: int, h: int, bias: bool = True, rope: bool = False):
         super().__init__()
         self.d, self.h = check_int(d, "d", 1), check_int(h, "h", 1)
-        if d % h:
-            raise ValueError(f"h must divide d = {d}, got h = {h}")
-        self.d_k = d // h
+        if d % h or (rope and (d // h) % 2):
+            raise ValueError(f"h must divide d = {d} (into even d_k with rope), got h = {h}")
+        self.d_k, self.rope = d // h, bool(rope)
         self.W_Q, self.W_K, self.W_V, self.W_O = (nn.Linear(d, d, bias=bias) for _ in range(4))
 
     def load_torch_mha(self, mha) -> MultiHeadAttention:
@@ -194,7 +228,9 @@ class MultiHeadAttention(nn.Module):
                 self.W_O.bias.copy_(mha.out_proj.bias)
         return self
 
-    def forward(self, x_q, x_kv=None, mask=None):
+    def forward(self, x_q, x_kv=None, mask=None, cache: dict | None = None):
+        """cache (self-attention only): a dict that keeps the keys and values of the earlier positions ("K",
+        "V", (B, h, t, d_k)); x_q holds the next positions t, t+1, ..., its keys and values are appended."""
         if not isinstance(x_q, torch.Tensor) or x_q.dim() not in (2, 3) or x_q.shape[-1] != self.d:
             raise ValueError(f"x_q must be a tensor (B, T_q, {self.d}) or (T_q, {self.d})")
         x_kv = x_q if x_kv is None else x_kv
@@ -209,6 +245,13 @@ class MultiHeadAttention(nn.Module):
             return y.view(B, -1, self.h, self.d_k).transpose(1, 2)
 
         Q, K, V = split(self.W_Q(x_q)), split(self.W_K(x_kv)), split(self.W_V(x_kv))
+        start = 0 if not cache else cache["K"].shape[2]  # the position of the first query
+        if self.rope:  # rotate queries and keys by their positions: the scores depend on j - t only
+            Q, K = rope(Q, start), rope(K, start)
+        if cache is not None:
+            if cache:
+                K, V = torch.cat([cache["K"], K], dim=2), torch.cat([cache["V"], V], dim=2)
+            cache["K"], cache["V"] = K, V
         S = Q @ K.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, T_q, T_k)
         if mask is not None:
             mask = torch.as_tensor(mask, device=S.device)
@@ -264,6 +307,22 @@ def pe_rotation(delta: float, d: int, C: float = 1e4) -> np.ndarray:
     return R
 
 
+def rope(X: torch.Tensor, start: int = 0, C: float = 1e4) -> torch.Tensor:
+    """Rotary position embedding of queries or keys X (..., T, d_k), d_k even: the pair of columns (2i, 2i+1) of
+    the row at position t = start, start+1, ... is rotated by the angle ``t w_i``, ``w_i = C^(-2i/d_k)``, with
+    `pe_rotation`'s block ``[[cos, sin], [-sin, cos]]`` (x_t -> R_t x_t). Since ``R_t^T R_j = R_(j-t)``, the
+    score of rotated q_t and k_j is ``q_t^T R_(j-t) k_j``: it depends on the positions through j - t only."""
+    if not torch.is_tensor(X) or X.ndim < 2 or X.shape[-1] % 2:
+        raise ValueError(f"X must be a tensor (..., T, d_k) with even d_k, got {getattr(X, 'shape', X)!r}")
+    start, C = check_int(start, "start", 0), check_number(C, "C", 1, low_open=True)
+    d_k, T = X.shape[-1], X.shape[-2]
+    omega = C ** (-torch.arange(0, d_k, 2, dtype=torch.float64, device=X.device) / d_k)
+    angles = torch.arange(start, start + T, dtype=torch.float64, device=X.device)[:, None] * omega
+    c, s = torch.cos(angles).to(X.dtype), torch.sin(angles).to(X.dtype)
+    x0, x1 = X[..., 0::2], X[..., 1::2]
+    return torch.stack([c * x0 + s * x1, c * x1 - s * x0], dim=-1).flatten(-2)
+
+
 def layer_norm(X, g, b, eps: float = 1e-5) -> np.ndarray:
     """Layer normalisation of every token (row) of X (..., d) over its d features:
     ``LN(x) = g * (x - mu) / sqrt(sigma^2 + eps) + b`` with ``mu = mean_k x_k`` and the *biased* variance
@@ -287,12 +346,12 @@ class TransformerBlock(nn.Module):
 
     norm_first=True (pre-LN): ``H = X + MHA(LN_1(X))``, ``Y = H + MLP(LN_2(H))``; a stack of pre-LN blocks
     needs one final LayerNorm before the output head. norm_first=False (post-LN, the original transformer):
-    ``H = LN_1(X + MHA(X))``, ``Y = LN_2(H + MLP(H))``. ``forward(x, mask=None)``: mask a bool (T, T) with
-    True = may attend (the convention of ``F.scaled_dot_product_attention``). Same computation as
+    ``H = LN_1(X + MHA(X))``, ``Y = LN_2(H + MLP(H))``. ``forward(x, mask=None)``: x (B, T, d) or one sequence (T, d),
+    mask a bool (T, T) with True = may attend (the convention of ``F.scaled_dot_product_attention``). Same computation as
     ``nn.TransformerEncoderLayer(d, h, d_ff, dropout=0, activation="gelu", batch_first=True,
     norm_first=...)``."""
 
-    def __init__(self, d: int, h: int, d_ff: int, norm_first: bool = True):
+    def __init__(self, d: int, h: int, d_ff: int, norm_first: bool = True, rope: bool = False):
         super().__init__()
         d = check_int(d, "d", 1)
         h = check_int(h, "h", 1)
@@ -302,14 +361,16 @@ class TransformerBlock(nn.Module):
         if not isinstance(norm_first, (bool, np.bool_)):
             raise TypeError(f"norm_first must be True or False, got {norm_first!r}")
         self.norm_first = bool(norm_first)
-        self.attn = MultiHeadAttention(d, h)
+        self.attn = MultiHeadAttention(d, h, rope=rope)
         self.norm1 = nn.LayerNorm(d, eps=1e-5)
         self.norm2 = nn.LayerNorm(d, eps=1e-5)
         self.mlp = nn.Sequential(nn.Linear(d, d_ff), nn.GELU(), nn.Linear(d_ff, d))
 
     def load_torch_layer(self, layer) -> TransformerBlock:
         """Copy every weight and bias of an ``nn.TransformerEncoderLayer`` (same d, h, d_ff) into this block:
-        ``self_attn`` -> attention, ``linear1``/``linear2`` -> MLP, ``norm1``/``norm2``; returns self."""
+        ``self_attn`` -> attention, ``linear1``/``linear2`` -> MLP, ``norm1``/``norm2``; returns self. A layer
+        that computes something else (another ``norm_first``, an activation other than the exact GELU, another
+        LayerNorm eps) is refused with a ValueError."""
         if not isinstance(layer, nn.TransformerEncoderLayer):
             raise TypeError(f"layer must be a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}")
         if (layer.linear1.in_features, layer.linear1.out_features) != (
@@ -319,6 +380,20 @@ class TransformerBlock(nn.Module):
             raise ValueError(
                 f"layer must have d_model = {self.mlp[0].in_features} and dim_feedforward = "
                 f"{self.mlp[0].out_features}, got {layer.linear1.in_features} and {layer.linear1.out_features}"
+            )
+        if bool(layer.norm_first) != self.norm_first:
+            raise ValueError(
+                f"layer must have norm_first = {self.norm_first} like this block, got {layer.norm_first}"
+            )
+        exact_gelu = layer.activation is F.gelu or (
+            isinstance(layer.activation, nn.GELU) and layer.activation.approximate == "none"
+        )
+        if not exact_gelu:
+            raise ValueError(f"layer must use the exact GELU (activation='gelu'), got {layer.activation}")
+        eps = (layer.norm1.eps, layer.norm2.eps)
+        if eps != (self.norm1.eps, self.norm2.eps):
+            raise ValueError(
+                f"layer's LayerNorms must have eps = {self.norm1.eps} like this block, got {eps}"
             )
         self.attn.load_torch_mha(layer.self_attn)
         with torch.no_grad():
@@ -332,15 +407,17 @@ class TransformerBlock(nn.Module):
                 mine.bias.copy_(theirs.bias)
         return self
 
-    def forward(self, x: torch.Tensor, mask=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask=None, cache: dict | None = None) -> torch.Tensor:
         d = self.norm1.normalized_shape[0]
-        if not torch.is_tensor(x) or x.ndim != 3 or x.shape[-1] != d:
+        if not torch.is_tensor(x) or x.ndim not in (2, 3) or x.shape[-1] != d:
             got = tuple(x.shape) if torch.is_tensor(x) else type(x).__name__
-            raise ValueError(f"x must be a tensor (B, T, {d}), got {got}")
+            raise ValueError(f"x must be a tensor (B, T, {d}) or (T, {d}), got {got}")
+        if x.ndim == 2:  # one unbatched sequence (T, d), as MultiHeadAttention takes it
+            return self(x[None], mask, cache)[0]
         if self.norm_first:
-            x = x + self.attn(self.norm1(x), mask=mask)[0]
+            x = x + self.attn(self.norm1(x), mask=mask, cache=cache)[0]
             return x + self.mlp(self.norm2(x))
-        x = self.norm1(x + self.attn(x, mask=mask)[0])
+        x = self.norm1(x + self.attn(x, mask=mask, cache=cache)[0])
         return self.norm2(x + self.mlp(x))
 
 
@@ -419,8 +496,9 @@ class DecoderBlock(nn.Module):
 
     ``H = Y + MHA_self(LN_1(Y), mask=causal)``, ``G = H + MHA_cross(LN_2(H), memory)``, ``Z = G + MLP(LN_3(G))``
 
-    with the causal mask (True = may attend, `causal_mask`) in the self-attention, so that position i sees the
-    target tokens 1..i only, and cross-attention whose queries come from the decoder and whose keys and values
+    with the causal mask (True = may attend, `causal_mask`) in the self-attention, so that position i (i = 1..n),
+    which predicts y_i, sees the decoder inputs y_0..y_{i-1} only (the start symbol and the words before y_i),
+    and cross-attention whose queries come from the decoder and whose keys and values
     are the encoder's outputs. ``forward(y, memory)`` returns (Z, the cross-attention weights per head
     (B, h, n, m))."""
 
@@ -471,11 +549,8 @@ class Seq2SeqTransformer(nn.Module):
     ):
         super().__init__()
         self.vocab, self.d = check_int(vocab, "vocab", 2), check_int(d, "d", 2)
-        h, d_ff, n_layers = (
-            check_int(h, "h", 1),
-            check_int(d_ff, "d_ff", 1),
-            check_int(n_layers, "n_layers", 1),
-        )
+        h, d_ff = check_int(h, "h", 1), check_int(d_ff, "d_ff", 1)
+        n_layers = check_int(n_layers, "n_layers", 1)
         self.max_len = check_int(max_len, "max_len", 1)
         if d % 2 or d % h:
             raise ValueError(f"d must be even and divisible by h = {h}, got d = {d}")
@@ -659,35 +734,46 @@ class TinyTransformerLM(nn.Module):
     ):
         super().__init__()
         self.vocab_size = check_int(vocab_size, "vocab_size", 2)
-        positions = check_choice(positions, "positions", ("learned", "sinusoidal"))
+        positions = check_choice(positions, "positions", ("learned", "sinusoidal", "rope"))
         d, n_layers, self.T = check_int(d, "d", 1), check_int(n_layers, "n_layers", 1), check_int(T, "T", 1)
         self.causal = bool(causal)
         self.embed = nn.Embedding(vocab_size, d)
         if positions == "learned":
             self.P = nn.Parameter(0.02 * torch.randn(T, d))
-        else:  # fixed sinusoidal encodings (6.2)
-            self.register_buffer("P", torch.as_tensor(sinusoidal_pe(T, d), dtype=torch.float32))
-        self.blocks = nn.ModuleList(TransformerBlock(d, h, 4 * d) for _ in range(n_layers))
+        else:  # fixed sinusoidal encodings (6.2), or none added to the input with rotary embeddings
+            P = sinusoidal_pe(T, d) if positions == "sinusoidal" else np.zeros((T, d))
+            self.register_buffer("P", torch.as_tensor(P, dtype=torch.float32))
+        rotary = positions == "rope"
+        self.blocks = nn.ModuleList(TransformerBlock(d, h, 4 * d, rope=rotary) for _ in range(n_layers))
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab_size)
         if tie_weights:
             self.head.weight = self.embed.weight
         self.register_buffer("mask", torch.as_tensor(causal_mask(T)), persistent=False)
 
-    def encode(self, ids: torch.Tensor) -> torch.Tensor:
-        """The final hidden states LN(x_t) (B, t, d) of ids (B, t), t <= T: what the output layer reads."""
+    def encode(self, ids: torch.Tensor, cache: list | None = None) -> torch.Tensor:
+        """The final hidden states LN(x_t) (B, t, d) of ids (B, t), t <= T: what the output layer reads.
+        cache (causal models): a list of one dict per block (`new_cache`) holding the keys and values of the
+        positions seen so far; ids are then the next positions, and their keys and values are added (KV cache)."""
         ids = _check_token_tensor(ids, self.vocab_size, "ids")
+        if cache is not None and (not self.causal or len(cache) != len(self.blocks)):
+            raise ValueError("cache must be new_cache() of a causal model (one dict per block)")
+        start = cache[0]["K"].shape[2] if cache and cache[0] else 0
         t = ids.shape[1]
-        if t > self.T:
-            raise ValueError(f"ids may hold at most T = {self.T} positions, got {t}")
-        x = self.embed(ids) + self.P[:t]
-        mask = self.mask[:t, :t] if self.causal else None
-        for block in self.blocks:
-            x = block(x, mask)
+        if start + t > self.T:
+            raise ValueError(f"ids may hold at most T = {self.T} positions, got {start} + {t}")
+        x = self.embed(ids) + self.P[start : start + t]
+        mask = self.mask[start : start + t, : start + t] if self.causal else None
+        for k, block in enumerate(self.blocks):
+            x = block(x, mask, None if cache is None else cache[k])
         return self.norm(x)
 
-    def forward(self, ids: torch.Tensor) -> LMOutput:
-        return LMOutput(self.head(self.encode(ids)))
+    def new_cache(self) -> list:
+        """An empty KV cache for `encode`/`forward`: one dict per block."""
+        return [{} for _ in self.blocks]
+
+    def forward(self, ids: torch.Tensor, cache: list | None = None) -> LMOutput:
+        return LMOutput(self.head(self.encode(ids, cache)))
 
 
 class TinyGPT(TinyTransformerLM):
@@ -838,6 +924,77 @@ def ngram_baselines(train_ids, test_ids, vocab_size: int, *, lam: float = 0.95, 
     return NgramBaselines(float(-np.log(p_uni[y]).mean()), float(-np.log(p_bi[c, y]).mean()))
 
 
+def warmup_cosine(optimizer: torch.optim.Optimizer, steps: int, warmup: int, floor: float = 0.1):
+    """A learning-rate schedule (call ``step()`` after every update): the rate rises linearly from lr/warmup to
+    the optimizer's lr over the first `warmup` steps, then falls along a half cosine to ``floor * lr`` at step
+    `steps`. warmup=0: no warm-up, the cosine from the first step."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch optimizer, got {type(optimizer).__name__}")
+    steps = check_int(steps, "steps", 1)
+    warmup = check_int(warmup, "warmup", 0, steps)
+    floor = check_number(floor, "floor", 0, 1)
+
+    def factor(step: int) -> float:  # step = number of updates done so far
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(steps - warmup, 1)
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def train_lm(
+    model: nn.Module,
+    ids,
+    steps: int,
+    *,
+    seq_len: int = 64,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    warmup: int = 0,
+    clip_grad_norm: float | None = 1.0,
+    rng=None,
+    progress: bool = True,
+) -> np.ndarray:
+    """Next-token training by `training.train_steps` for any language model that maps ids (B, T) to an `LMOutput`
+    (the GPT and chapter 5's LSTM alike): `steps` AdamW updates (no weight decay) on `batch_size` random windows
+    of ``seq_len + 1`` tokens of `ids`, inputs y_0..y_{T-1} and targets y_1..y_T, loss
+    ``-mean_t log p(y_t | y_<t)``, the learning rate by `warmup_cosine` (peak `lr`, `warmup` steps of warm-up),
+    the gradient norm clipped to `clip_grad_norm`. Returns the training loss of every step in bits per token; the
+    model is left in the mode it came in."""
+    vocab_size = check_int(getattr(model, "vocab_size", None), "model.vocab_size", 2)
+    ids = check_labels(ids, "ids", n_classes=vocab_size)
+    steps, seq_len = check_int(steps, "steps", 1), check_int(seq_len, "seq_len", 1)
+    batch_size, lr, rng = check_int(batch_size, "batch_size", 1), check_positive(lr, "lr"), check_rng(rng)
+    if len(ids) < seq_len + 2:
+        raise ValueError(f"ids must hold more than seq_len + 1 = {seq_len + 1} tokens, got {len(ids)}")
+    data = torch.as_tensor(ids, device=model_device(model))
+    offsets = torch.arange(seq_len + 1, device=data.device)
+
+    def windows():  # (batch_size, seq_len + 1) random windows per step
+        while True:
+            starts = torch.as_tensor(rng.integers(0, len(ids) - seq_len - 1, batch_size), device=data.device)
+            yield data[starts[:, None] + offsets]
+
+    def loss(model, window):
+        logits = model(window[:, :-1]).logits
+        return F.cross_entropy(logits.reshape(-1, vocab_size), window[:, 1:].reshape(-1))
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    nats = train_steps(
+        model,
+        loss,
+        optimizer,
+        windows(),
+        steps,
+        scheduler=warmup_cosine(optimizer, steps, warmup),
+        clip_grad_norm=clip_grad_norm,
+        progress=progress,
+        desc="training",
+    )
+    return nats / np.log(2)
+
+
 def top_k_filter(logits, k: int) -> np.ndarray:
     """Keep the k largest logits of the last axis and set the others to -inf (ties at the k-th value are kept),
     so that softmax samples only among the k most probable tokens."""
@@ -849,31 +1006,60 @@ def top_k_filter(logits, k: int) -> np.ndarray:
     return np.where(logits >= kth, logits, -np.inf)
 
 
+def top_p_filter(logits, p: float) -> np.ndarray:
+    """Nucleus (top-p) filtering of the last axis: keep the most probable tokens, in order, until their total
+    probability reaches p (always at least one), and set the other logits to -inf."""
+    logits = check_array(logits, "logits")
+    if logits.ndim < 1:
+        raise ValueError(f"logits must have at least one axis, got shape {logits.shape}")
+    p = check_number(p, "p", 0, 1, low_open=True)
+    order = np.argsort(-logits, axis=-1)
+    probs = np.take_along_axis(softmax(logits, axis=-1), order, axis=-1)
+    keep_sorted = np.cumsum(probs, axis=-1) - probs < p  # the mass before a token is still below p
+    keep = np.empty_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    return np.where(keep, logits, -np.inf)
+
+
 def generate_text(
-    model: TinyTransformerLM, prompt, n: int, *, temperature: float = 1.0, top_k: int | None = None, rng=None
+    model: TinyTransformerLM,
+    prompt,
+    n: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    cache: bool = False,
+    rng=None,
 ) -> np.ndarray:
-    """Sample n tokens after the ids `prompt` (P,) from a causal model, feeding each back: the model reads the
-    last T tokens, ``y ~ softmax(top_k_filter(logits / temperature, top_k))`` (temperature 0: the most
-    probable token, greedy; top_k None: all tokens). Returns the n new ids."""
+    """Sample n tokens after the ids `prompt` (P,) from a causal model, feeding each back:
+    ``y ~ softmax(filter(logits / temperature))`` with `top_k_filter` and/or `top_p_filter` (None: not applied;
+    temperature 0: the most probable token, greedy). cache=False: the model rereads the last T tokens for every
+    new one; cache=True: a KV cache (`new_cache`), so each step feeds only the new token (P + n <= T). Returns
+    the n new ids."""
     if not isinstance(model, TinyTransformerLM) or not model.causal:
         raise TypeError(f"model must be a causal TinyTransformerLM (a TinyGPT), got {type(model).__name__}")
     prompt = check_labels(prompt, "prompt", n_classes=model.vocab_size)
     n, rng = check_int(n, "n", 1), check_rng(rng)
     temperature = check_number(temperature, "temperature", 0)
-    if top_k is not None:
-        top_k = check_int(top_k, "top_k", 1, model.vocab_size)
-    ids = list(prompt)
+    top_k = None if top_k is None else check_int(top_k, "top_k", 1, model.vocab_size)
+    top_p = None if top_p is None else check_number(top_p, "top_p", 0, 1, low_open=True)
+    if cache and len(prompt) + n > model.T:
+        raise ValueError(f"with cache=True the prompt and n may hold at most T = {model.T} tokens together")
+    ids, kv = list(prompt), model.new_cache() if cache else None
     dev = model_device(model)
     with torch.no_grad():
-        for _ in range(n):
-            context = torch.as_tensor(ids[-model.T :], device=dev)[None]
-            logits = to_numpy(model(context).logits[0, -1]).astype(np.float64)
+        for k in range(n):
+            context = ids[-model.T :] if kv is None else (ids if k == 0 else ids[-1:])
+            z = to_numpy(model(torch.as_tensor(context, device=dev)[None], kv).logits[0, -1]).astype(
+                np.float64
+            )
             if temperature == 0:
-                ids.append(int(np.argmax(logits)))
+                ids.append(int(np.argmax(z)))
                 continue
-            z = logits / temperature
-            if top_k is not None:
-                z = top_k_filter(z, top_k)
+            z = z / temperature
+            z = z if top_k is None else top_k_filter(z, top_k)
+            z = z if top_p is None else top_p_filter(z, top_p)
             ids.append(int(rng.choice(len(z), p=softmax(z))))
     return np.array(ids[len(prompt) :], dtype=np.int64)
 

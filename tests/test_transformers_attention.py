@@ -119,7 +119,75 @@ def test_parameter_count_does_not_depend_on_h():
 X5 = np.ones((5, 4))
 W44 = np.ones((4, 4))
 
+
+@pytest.mark.parametrize("block", [1, 7, 64, 500])
+def test_tiled_attention_equals_attention(block):
+    Q, K, V = rng.normal(size=(40, 8)) * 3, rng.normal(size=(90, 8)) * 3, rng.normal(size=(90, 5))
+    assert np.allclose(tf.tiled_attention(Q, K, V, block=block), tf.attention(Q, K, V).out, atol=1e-12)
+    assert np.allclose(
+        tf.tiled_attention(Q, K, V, block=block, beta=2.0), tf.attention(Q, K, V, beta=2.0).out, atol=1e-12
+    )
+
+
+def test_tiled_attention_memory_grows_linearly_where_attention_grows_quadratically():
+    import tracemalloc
+
+    peaks = {"full": [], "tiled": []}
+    for T in (256, 1024):
+        Q, K, V = rng.normal(size=(3, T, 16))
+        for name, run in (("full", tf.attention), ("tiled", tf.tiled_attention)):
+            tracemalloc.start()
+            run(Q, K, V)
+            peaks[name].append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+    assert peaks["full"][1] > 12 * peaks["full"][0]  # x 16 for T x 4
+    assert peaks["tiled"][1] < 6 * peaks["tiled"][0]  # the output (T, d_v) grows x 4
+
+
+def test_padding_mask_hides_the_padded_keys():
+    torch.manual_seed(3)
+    mha = tf.MultiHeadAttention(8, 2).double()
+    lengths = [6, 4, 1]
+    mask = tf.padding_mask(lengths, 6)
+    assert mask.shape == (3, 1, 1, 6) and mask[1, 0, 0].tolist() == [True] * 4 + [False] * 2
+    x = torch.randn(3, 6, 8, dtype=torch.float64)
+    changed = x.clone()
+    changed[1, 4:], changed[2, 1:] = 7.0, -3.0  # other padding values
+    out, A = mha(x, mask=mask)
+    for b, n in enumerate(lengths):
+        assert torch.allclose(out[b, :n], mha(changed, mask=mask)[0][b, :n], atol=1e-12)
+        assert torch.allclose(out[b, :n], mha(x[b, :n])[0], atol=1e-12)  # = the unpadded sequence alone
+        assert (A[b, :, :, n:] == 0).all()
+
+
+def test_rope_scores_depend_on_the_offset_only_and_equal_the_pe_rotation_identity():
+    q, k = torch.randn(2, 10, 8, dtype=torch.float64)
+    Q, K = tf.rope(q), tf.rope(k)
+    S = Q @ K.T  # S[t, j] = rotated q_t . rotated k_j
+    q0, k0 = q[0], k[0]
+    same = tf.rope(q0.expand(10, 8)) @ tf.rope(k0.expand(10, 8)).T  # one q and one k at every position
+    for delta in (-3, 0, 2, 5):
+        diagonal = torch.diagonal(same, offset=delta)
+        assert torch.allclose(diagonal, diagonal[0].expand_as(diagonal), atol=1e-12)
+        R = torch.as_tensor(tf.pe_rotation(delta, 8))
+        assert torch.allclose(diagonal[0], q0 @ R @ k0, atol=1e-12)
+    assert torch.allclose(tf.rope(q[3:], start=3), Q[3:], atol=1e-12)  # start = the first position
+    assert torch.allclose(S.diagonal(), (q * k).sum(1), atol=1e-12)  # no rotation between equal positions
+    assert torch.allclose(Q.norm(dim=1), q.norm(dim=1))  # a rotation
+
+
 BAD_INPUT = [  # (call, error, message)
+    (
+        lambda: tf.tiled_attention(np.ones((3, 2)), np.ones((4, 2)), np.ones((4, 1)), block=0),
+        ValueError,
+        "block",
+    ),
+    (lambda: tf.tiled_attention(np.ones((3, 2)), np.ones((4, 3)), np.ones((4, 1))), ValueError, "K must"),
+    (lambda: tf.padding_mask([3, 0], 4), ValueError, "lengths must lie in 1..T = 4"),
+    (lambda: tf.padding_mask([[3]], 4), ValueError, "lengths"),
+    (lambda: tf.rope(torch.ones(4, 3)), ValueError, "even d_k"),
+    (lambda: tf.rope(torch.ones(4, 2), start=-1), ValueError, "start"),
+    (lambda: tf.MultiHeadAttention(6, 2, rope=True), ValueError, "even d_k"),
     (lambda: tf.causal_mask(0), ValueError, "T must be an int"),
     (lambda: tf.attention(X5, np.ones((5, 3)), X5), ValueError, r"K must have shape (any, 4)"),
     (lambda: tf.attention(X5, X5, np.ones((4, 2))), ValueError, r"V must have shape (5, any)"),

@@ -86,6 +86,33 @@ def test_transformer_block_equals_torch_encoder_layer(norm_first):
     assert not torch.allclose(block(x, mask=mask), block(x))
 
 
+def test_transformer_block_takes_one_unbatched_sequence_like_a_batch_of_one():
+    torch.manual_seed(2)
+    block = tf.TransformerBlock(8, 2, 16).double()
+    x = torch.randn(5, 8, dtype=torch.float64)
+    mask = torch.tensor(tf.causal_mask(5))
+    assert block(x, mask).shape == (5, 8)
+    assert torch.allclose(block(x, mask), block(x[None], mask)[0], atol=1e-14)
+
+
+def test_load_torch_layer_refuses_a_layer_that_computes_something_else():
+    # each of these layers gives other outputs than the block for the same weights: loading must fail
+    block = tf.TransformerBlock(8, 2, 16, norm_first=True)
+    for kwargs in (
+        {"activation": "gelu", "norm_first": False},
+        {"activation": "relu", "norm_first": True},
+        {"activation": torch.nn.GELU(approximate="tanh"), "norm_first": True},
+        {"activation": "gelu", "norm_first": True, "layer_norm_eps": 1e-6},
+    ):
+        layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, **kwargs)
+        with pytest.raises(ValueError):
+            block.load_torch_layer(layer)
+    ok = torch.nn.TransformerEncoderLayer(
+        8, 2, 16, activation=torch.nn.GELU(), batch_first=True, norm_first=True
+    )
+    assert block.load_torch_layer(ok) is block
+
+
 def test_transformer_block_is_causal_with_the_mask():
     torch.manual_seed(1)
     block = tf.TransformerBlock(8, 2, 16).double()
@@ -141,7 +168,31 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: tf.TransformerBlock(10, 3, 20), ValueError, "h must divide d"),
     (lambda: tf.TransformerBlock(8, 2, 0), ValueError, "d_ff"),
     (lambda: tf.TransformerBlock(8, 2, 16, norm_first="yes"), TypeError, "norm_first"),
-    (lambda: tf.TransformerBlock(8, 2, 16)(torch.ones(3, 8)), ValueError, r"x must be a tensor (B, T, 8)"),
+    (lambda: tf.TransformerBlock(8, 2, 16)(torch.ones(3, 7)), ValueError, r"x must be a tensor (B, T, 8)"),
+    (lambda: tf.TransformerBlock(8, 2, 16)(torch.ones(1, 2, 3, 8)), ValueError, r"or (T, 8)"),
+    (
+        lambda: tf.TransformerBlock(8, 2, 16).load_torch_layer(
+            torch.nn.TransformerEncoderLayer(8, 2, 16, activation="relu", norm_first=True)
+        ),
+        ValueError,
+        "exact GELU",
+    ),
+    (
+        lambda: tf.TransformerBlock(8, 2, 16, norm_first=False).load_torch_layer(
+            torch.nn.TransformerEncoderLayer(8, 2, 16, activation="gelu", norm_first=True)
+        ),
+        ValueError,
+        "norm_first = False",
+    ),
+    (
+        lambda: tf.TransformerBlock(8, 2, 16).load_torch_layer(
+            torch.nn.TransformerEncoderLayer(
+                8, 2, 16, activation="gelu", norm_first=True, layer_norm_eps=1e-6
+            )
+        ),
+        ValueError,
+        "eps = 1e-05",
+    ),
     (
         lambda: tf.TransformerBlock(8, 2, 16).load_torch_layer(torch.nn.Linear(8, 8)),
         TypeError,

@@ -183,7 +183,93 @@ def test_generate_text_greedy_top_k_and_train_mlm():
 GPT = tf.TinyGPT(5, 4, 2, 1, 3)
 BERT = tf.TinyBERT(5, 4, 2, 1, 3)
 
+
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "rope"])
+def test_kv_cache_gives_the_logits_of_the_full_recomputation(positions):
+    torch.manual_seed(4)
+    model = tf.TinyGPT(11, 16, 2, 2, 24, positions=positions).double()
+    ids = torch.randint(0, 11, (2, 15))
+    cache = model.new_cache()
+    steps = [model(ids[:, :6], cache).logits] + [model(ids[:, t : t + 1], cache).logits for t in range(6, 15)]
+    assert torch.allclose(torch.cat(steps, dim=1), model(ids).logits, atol=1e-12)
+    assert cache[0]["K"].shape == (2, 2, 15, 8)
+    prompt = [1, 2, 3]
+    for kwargs in ({"temperature": 0}, {"temperature": 1.0, "top_p": 0.9, "rng": 5}):
+        assert np.array_equal(
+            tf.generate_text(model, prompt, 12, cache=True, **kwargs),
+            tf.generate_text(model, prompt, 12, **kwargs),
+        )
+
+
+def test_rope_model_is_causal_and_shift_invariant_in_its_scores():
+    torch.manual_seed(5)
+    model = tf.TinyGPT(9, 16, 2, 1, 20, positions="rope").double()
+    ids = torch.randint(0, 9, (1, 12))
+    changed = ids.clone()
+    changed[0, 7:] = (changed[0, 7:] + 1) % 9
+    a, b = model(ids).logits, model(changed).logits
+    assert torch.allclose(a[0, :7], b[0, :7]) and not torch.allclose(a[0, 7], b[0, 7])
+    assert float(model.P.abs().sum()) == 0.0  # no positions added to the input
+
+
+def test_top_p_filter_keeps_the_smallest_nucleus():
+    z = np.log(np.array([0.05, 0.5, 0.15, 0.3]))
+    kept = {p: np.isfinite(tf.top_p_filter(z, p)).tolist() for p in (0.3, 0.6, 0.9, 0.99)}
+    assert kept[0.3] == [False, True, False, False]
+    assert kept[0.6] == [False, True, False, True]
+    assert kept[0.9] == [False, True, True, True]
+    assert kept[0.99] == [True] * 4
+    Z = rng.normal(size=(5, 12))
+    filtered = tf.top_p_filter(Z, 0.7)
+    for row, out in zip(Z, filtered, strict=True):
+        p = np.sort(np.exp(row) / np.exp(row).sum())[::-1]
+        n = int(np.searchsorted(np.cumsum(p), 0.7) + 1)  # the fewest tokens with mass >= 0.7
+        assert np.isfinite(out).sum() == n and np.array_equal(out[np.isfinite(out)], row[np.isfinite(out)])
+
+
+def test_train_lm_warms_up_and_lowers_the_loss():
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    schedule = tf.warmup_cosine(opt, 20, 5, floor=0.1)
+    rates = []
+    for _ in range(20):
+        rates.append(opt.param_groups[0]["lr"])
+        opt.step()
+        schedule.step()
+    assert np.allclose(rates[:5], [0.2, 0.4, 0.6, 0.8, 1.0]) and abs(rates[-1] - 0.1) < 0.01
+    assert all(a >= b for a, b in zip(rates[4:], rates[5:], strict=False))
+    torch.manual_seed(0)
+    ids = np.tile(np.arange(6), 60)  # a periodic text: the next token is determined
+    model = tf.TinyGPT(6, 16, 2, 1, 12)
+    bits = tf.train_lm(model, ids, 60, seq_len=12, batch_size=8, lr=1e-2, warmup=10, rng=0, progress=False)
+    assert bits[-5:].mean() < 0.3 * bits[:5].mean()
+
+
 BAD_INPUT = [  # (call, error, message)
+    (lambda: tf.top_p_filter(np.ones(3), 0.0), ValueError, "p must"),
+    (lambda: tf.top_p_filter(np.ones(3), 1.5), ValueError, "p must"),
+    (
+        lambda: tf.warmup_cosine(torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0), 5, 6),
+        ValueError,
+        "warmup",
+    ),
+    (lambda: tf.warmup_cosine("adam", 5, 1), TypeError, "optimizer must be a torch optimizer"),
+    (
+        lambda: tf.train_lm(tf.TinyGPT(4, 8, 2, 1, 8), np.arange(4), 1, seq_len=8),
+        ValueError,
+        "more than seq_len",
+    ),
+    (lambda: tf.train_lm(tf.TinyGPT(4, 8, 2, 1, 8), np.arange(40) % 4, 1, lr=0), ValueError, "lr"),
+    (
+        lambda: tf.generate_text(tf.TinyGPT(4, 8, 2, 1, 8), [1, 2], 7, cache=True),
+        ValueError,
+        "at most T = 8 tokens",
+    ),
+    (
+        lambda: tf.TinyGPT(4, 8, 2, 1, 8)(torch.zeros(1, 3, dtype=torch.long), [{}, {}]),
+        ValueError,
+        "cache must be",
+    ),
+    (lambda: tf.TinyGPT(4, 8, 2, 1, 8, positions="alibi"), ValueError, "positions must be one of"),
     (lambda: tf.ELMo(1), ValueError, "vocab_size"),
     (
         lambda: tf.ELMo(5)(torch.zeros(3, dtype=torch.long)),

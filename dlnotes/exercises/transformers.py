@@ -31,6 +31,19 @@ def _sdpa_with(scale, axis=1):
     return lambda Q, K, V: _softmax(scale(Q.shape[1]) * (Q @ K.T), axis=axis) @ V
 
 
+def _sdpa_scaled_by_length(Q, K, V):
+    """Scores divided by sqrt(number of keys) instead of sqrt(q): a mistake."""
+    return _softmax(Q @ K.T / np.sqrt(len(K)), axis=1) @ V
+
+
+def _sdpa_sums_without_keepdims(Q, K, V):
+    """``E / E.sum(axis=1)`` without keepdims: the row sums are broadcast along the last axis, so entry (i, j)
+    is divided by the sum of row j (runs only when T_q = T_k): a mistake."""
+    S = Q @ K.T / np.sqrt(Q.shape[1])
+    E = np.exp(S - S.max())
+    return (E / E.sum(axis=1)) @ V
+
+
 grade_scaled_dot_product_attention = grader(
     "scaled_dot_product_attention",
     "Q, K, V",
@@ -40,6 +53,19 @@ grade_scaled_dot_product_attention = grader(
         Hint(
             lambda a, e, g: close(_sdpa_with(lambda q: 1 / np.sqrt(q), axis=0)(*a), g),
             "the softmax runs over the keys, along each row of Q K^T (axis=1): every query's weights sum to 1.",
+        ),
+        Hint(
+            lambda a, e, g: close(_sdpa_sums_without_keepdims(*a), g),
+            "divide each row by its own sum: E / E.sum(axis=1, keepdims=True). Without keepdims the sums (T_q,) "
+            "are broadcast along the last axis and entry (i, j) is divided by the sum of row j.",
+        ),
+        Hint(
+            lambda a, e, g: (
+                close(_sdpa_scaled_by_length(*a), g)
+                or close(_softmax(a[0] @ a[1].T / np.sqrt(len(a[0])), axis=1) @ a[2], g)
+            ),
+            "scale by 1/sqrt(q), q the width of a query and key (Q.shape[1]), not by the square root of the "
+            "number of queries or keys: the variance of a score depends on the width only.",
         ),
         Hint(
             lambda a, e, g: close(_sdpa_with(lambda q: 1 / q)(*a), g),
@@ -58,6 +84,8 @@ grade_scaled_dot_product_attention = grader(
         (_sdpa_with(lambda q: 1 / np.sqrt(q), axis=0), "over the keys"),
         (_sdpa_with(lambda q: 1 / q), "not by q"),
         (_sdpa_with(lambda q: 1.0), "before the softmax"),
+        (_sdpa_scaled_by_length, "number of queries or keys"),
+        (_sdpa_sums_without_keepdims, "keepdims"),
     ),
 )
 
@@ -106,6 +134,10 @@ grade_sinusoidal_pe = grader(
             "the even columns hold the sines, p_(t,2i) = sin(t omega_i), and the odd ones the cosines.",
         ),
         Hint(
+            lambda a, e, g: close(sinusoidal_pe(a[0] + 1, a[1])[1:], g),
+            "the positions are t = 0..T-1 (np.arange(T)), not 1..T: the first row is p_0 = (0, 1, 0, 1, ...).",
+        ),
+        Hint(
             lambda a, e, g: np.shape(g) != np.shape(e), "P has one row per position t = 0..T-1: shape (T, d)."
         ),
     ),
@@ -114,6 +146,7 @@ grade_sinusoidal_pe = grader(
         (lambda T, d: _pe_variant(T, d, lambda i, d: -i / d), "not i"),
         (lambda T, d: _pe_variant(T, d, _right_exponent, "halves"), "neighbouring columns"),
         (lambda T, d: _pe_variant(T, d, _right_exponent, "cos first"), "even columns hold the sines"),
+        (lambda T, d: sinusoidal_pe(T + 1, d)[1:], "not 1..T"),
     ),
 )
 
@@ -138,8 +171,13 @@ def cross_attention_reference(Y, M, W_Q, W_K, W_V):
 def _cross_attention_cases(rng):
     return [
         (rng.normal(size=(n, d)), rng.normal(size=(m, d)), *(rng.normal(size=(d, q)) for _ in range(3)))
-        for n, m, d, q in [(3, 5, 4, 4), (4, 4, 6, 3), (5, 7, 8, 4)]
+        for n, m, d, q in [(3, 5, 4, 4), (4, 4, 6, 3), (5, 7, 8, 4), (2, 6, 10, 2)]  # d != q from the 2nd on
     ]
+
+
+def _cross_attention_scaled_by_width(Y, M, W_Q, W_K, W_V):
+    """Scores divided by sqrt(d), the width of the states, instead of sqrt(q): a mistake (equal when d = q)."""
+    return _softmax((Y @ W_Q) @ (M @ W_K).T / np.sqrt(Y.shape[1]), axis=1) @ (M @ W_V)
 
 
 grade_cross_attention = grader(
@@ -162,11 +200,17 @@ grade_cross_attention = grader(
             lambda a, e, g: close(_softmax(a[0] @ a[2] @ (a[1] @ a[3]).T, axis=1) @ a[1] @ a[4], g),
             "scale the scores by 1/sqrt(q) before the softmax.",
         ),
+        Hint(
+            lambda a, e, g: close(_cross_attention_scaled_by_width(*a), g),
+            "scale by 1/sqrt(q), q = W_Q.shape[1] the width of queries and keys, not by 1/sqrt(d) (the width "
+            "of the decoder states): the two agree only when d = q.",
+        ),
     ),
     mistakes=(
         (lambda Y, M, W_Q, W_K, W_V: _cross_attention(Y, M, W_Q, W_K, W_V, causal=True), "no mask"),
         (lambda Y, M, W_Q, W_K, W_V: _cross_attention(M, Y, W_Q, W_K, W_V), "queries come from the decoder"),
         (lambda Y, M, W_Q, W_K, W_V: _softmax(Y @ W_Q @ (M @ W_K).T, axis=1) @ M @ W_V, "1/sqrt(q)"),
+        (_cross_attention_scaled_by_width, "not by 1/sqrt(d)"),
     ),
 )
 
@@ -206,6 +250,11 @@ grade_top_k_filter = grader(
             "return the filtered logits, not probabilities: the softmax (with the temperature) comes after.",
         ),
         Hint(
+            lambda a, e, g: np.isfinite(np.asarray(g, dtype=float)).sum() == len(a[0]) - a[1],
+            "np.sort sorts in increasing order, so np.sort(z)[k] keeps the len(z) - k largest logits; the k-th "
+            "largest is np.sort(z)[-k].",
+        ),
+        Hint(
             lambda a, e, g: np.isfinite(np.asarray(g, dtype=float)).sum() == a[1] + 1,
             "you kept k + 1 logits: the k-th largest is np.sort(z)[-k] (index -k, not -k - 1).",
         ),
@@ -215,6 +264,7 @@ grade_top_k_filter = grader(
         (lambda z, k: np.where(z >= np.sort(z)[-k], z, 0.0), "not 0"),
         (lambda z, k: _softmax_vector(np.where(z >= np.sort(z)[-k], z, -np.inf)), "not probabilities"),
         (lambda z, k: np.where(z >= np.sort(z)[max(-k - 1, -len(z))], z, -np.inf), "k + 1"),
+        (lambda z, k: np.where(z >= np.sort(z)[k], z, -np.inf), "increasing order"),
     ),
 )
 
@@ -258,6 +308,12 @@ grade_patchify = grader(
             "number the patches row by row (row-major): patch (i, j) is token i * (W/p) + j, not j * (H/p) + i.",
         ),
         Hint(
+            lambda a, e, g: close(np.reshape(a[0], (-1, a[0].shape[0] * a[1] ** 2)), g),
+            "a plain reshape to (T, c p^2) cuts the image's memory into consecutive runs of c p^2 numbers (parts "
+            "of pixel rows), not into p x p squares: reshape to (c, H/p, p, W/p, p), move the axes to "
+            "(H/p, W/p, c, p, p) with transpose, then reshape.",
+        ),
+        Hint(
             lambda a, e, g: np.shape(g) != np.shape(e),
             "the result has one row per patch, T = (H/p)(W/p), and c p^2 columns.",
         ),
@@ -266,5 +322,6 @@ grade_patchify = grader(
         (_patches_hwc, "(channel, row, column)"),
         (_patches_column_major, "row-major"),
         (lambda img, p: patchify(img, p).ravel(), "one row per patch"),
+        (lambda img, p: img.reshape(-1, img.shape[0] * p * p), "plain reshape"),
     ),
 )
