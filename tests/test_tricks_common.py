@@ -142,6 +142,28 @@ def initial_model(rng: int, hidden: int, n_classes: int = 10, pi_input: float = 
     return dropout_mlp([64, hidden, n_classes], 1.0, pi_input=pi_input, rng=model_seed)
 
 
+def test_mixup_mixes_fresh_pairs_and_weights_at_every_step():
+    """With mixup = a the loss of every step is the soft cross-entropy of the batch mixed with a fresh permutation
+    of itself and fresh weights lam ~ Beta(a, a) per example (lr ~ 0 keeps the initial weights)."""
+    trained = train_digits_classifier(
+        X_SMALL, Y_SMALL, hidden=16, epochs=3, lr=1e-12, mixup=0.4, label_smoothing=0.1, rng=3, progress=False
+    )
+    net = initial_model(3, 16)
+    data_seed = int(np.random.default_rng(3).integers(2**31, size=2)[1])
+    mixing = np.random.default_rng([data_seed, 1])
+    t = 0.9 * np.eye(10)[Y_SMALL] + 0.01
+    losses = []
+    for _ in range(3):
+        lam = mixing.beta(0.4, 0.4, size=(len(X_SMALL), 1))
+        partner = mixing.permutation(len(X_SMALL))
+        mixed_x = torch.as_tensor(lam * X_SMALL + (1 - lam) * X_SMALL[partner], dtype=torch.float32)
+        mixed_t = torch.as_tensor(lam * t + (1 - lam) * t[partner], dtype=torch.float32)
+        with torch.no_grad():
+            losses.append(soft_cross_entropy(net(mixed_x), mixed_t).item())
+    np.testing.assert_allclose(trained.history["train_loss"], losses, rtol=1e-5)
+    assert len(set(np.round(losses, 6))) == 3  # a new mixture at every step
+
+
 def test_the_trainer_equals_a_full_batch_adam_loop_written_out():
     """AdamW without weight decay steps as Adam: the trainer gives the weights of the loop written out (to the bit
     on the CPU)."""
@@ -352,6 +374,7 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: train_digits_classifier(X_SMALL, Y_SMALL, epochs=0), ValueError, "epochs"),
     (lambda: train_digits_classifier(X_SMALL, Y_SMALL, batch_size=0), ValueError, "batch_size"),
     (lambda: train_digits_classifier(X_SMALL, Y_SMALL, temperature=0.0), ValueError, "temperature"),
+    (lambda: train_digits_classifier(X_SMALL, Y_SMALL, mixup=-0.1), ValueError, "mixup"),
 ]
 
 

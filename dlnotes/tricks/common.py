@@ -191,6 +191,7 @@ def train_digits_classifier(
     batch_norm: bool = False,
     augment: int = 0,
     label_smoothing: float = 0.0,
+    mixup: float = 0.0,
     temperature: float = 1.0,
     X_val=None,
     y_val=None,
@@ -215,6 +216,10 @@ def train_digits_classifier(
       statistics at evaluation);
     - ``augment = c > 0``: the training set plus c copies transformed by `augment_digits` (pixels in [0, 1]);
     - ``label_smoothing = eps``: targets $(1-\varepsilon)e_y+\varepsilon/K$ (torch's ``label_smoothing``);
+    - ``mixup = a > 0``: at every step each example of the batch is mixed with a random partner of the same
+      batch (a fresh permutation), $\tilde x=\lambda x_i+(1-\lambda)x_j$, $\tilde t=\lambda t_i+(1-\lambda)t_j$
+      with a fresh $\lambda\sim\mathrm{Beta}(a,a)$ per example (t: the one-hot or smoothed labels, or the
+      target distributions), trained with `soft_cross_entropy` (Zhang et al.);
     - ``patience = p`` with ``X_val, y_val``: early stopping on the validation cross-entropy, stopping p epochs
       after the best one and restoring its weights (the rule of `patience_stop`);
     - ``batch_size``: mini-batches in a new random order every epoch instead of the full batch. The data stay
@@ -251,6 +256,7 @@ def train_digits_classifier(
             f"{X.min():.3g} to {X.max():.3g}"
         )
     label_smoothing = check_number(label_smoothing, "label_smoothing", 0, 1)
+    mixup = check_number(mixup, "mixup", 0)
     if label_smoothing and y.ndim == 2:
         raise ValueError("label_smoothing needs labels y (N,), got target distributions (N, K)")
     temperature = check_positive(temperature, "temperature")
@@ -279,7 +285,27 @@ def train_digits_classifier(
         y = np.concatenate([y] * (augment + 1))
     dev = model_device(model)
     inputs = torch.as_tensor(X, dtype=torch.float32, device=dev)
-    if y.ndim == 1:
+    if mixup:
+        targets = (
+            torch.as_tensor(y, device=dev)
+            if y.ndim == 1
+            else torch.as_tensor(y, dtype=torch.float32, device=dev)
+        )
+        mixing = np.random.default_rng([data_seed, 1])  # the partners and weights, apart from the batch order
+
+        def loss(model, batch):
+            X_b, t_b = batch
+            if t_b.ndim == 1:  # labels -> (smoothed) one-hot distributions
+                t_b = (1 - label_smoothing) * nn.functional.one_hot(
+                    t_b, n_classes
+                ) + label_smoothing / n_classes
+            lam = torch.as_tensor(
+                mixing.beta(mixup, mixup, size=(len(X_b), 1)), dtype=torch.float32, device=dev
+            )
+            partner = torch.as_tensor(mixing.permutation(len(X_b)), device=dev)
+            mixed_t = lam * t_b + (1 - lam) * t_b[partner]
+            return soft_cross_entropy(model(lam * X_b + (1 - lam) * X_b[partner]), mixed_t, temperature)
+    elif y.ndim == 1:
         targets = torch.as_tensor(y, device=dev)
 
         def loss(model, batch):
