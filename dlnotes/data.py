@@ -15,6 +15,9 @@ loader                        source                                          li
 ``load_novel``                Jane Austen, *Pride and Prejudice* (1813),      public domain     ≈ 0.7 MB text
                               Debian ``r-cran-janeaustenr``
 ``load_karate_club``          Zachary's karate club, ``networkx``             public            34 nodes
+``load_arrests``              Toronto arrests for marijuana possession        GPL (>= 2), with  5226 × 8
+                              1997–2002 (Toronto Star), carData's             carData
+                              ``Arrests``, Debian ``r-cran-cardata``
 ``sample_moons``              two interleaved half-circles, drawn i.i.d.      made here         any n
 ============================  ==============================================  ================  ===============
 """
@@ -112,6 +115,28 @@ def load_fashion_mnist(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
 def load_novel() -> str:
     """Jane Austen's *Pride and Prejudice* as one string (lines joined by newlines)."""
     return _datafile("pride_and_prejudice.txt").read_text(encoding="utf-8")
+
+
+class Arrests(NamedTuple):
+    """The Toronto arrests: features X (n, 6) named by ``ARRESTS_FEATURES``, the protected attribute
+    a (n,) (1 = Black, 0 = White) and the label y (n,) (1 = released with a summons, 0 = held for bail)."""
+
+    X: np.ndarray
+    a: np.ndarray
+    y: np.ndarray
+
+
+ARRESTS_FEATURES = ("year", "age", "female", "employed", "citizen", "checks")
+
+
+def load_arrests() -> Arrests:
+    """Arrests for possession of small amounts of marijuana in Toronto, 1997–2002: carData's ``Arrests``
+    (made by ``scripts/make_arrests.py``). Columns of X: year, age, female, employed, citizen and checks (the
+    number of police databases, 0–6, that held the arrestee's name); a = 1 for Black arrestees; y = 1 when
+    the arrestee was released with a summons rather than held for a bail hearing."""
+    with _datafile("arrests.csv").open("r", encoding="ascii") as f:
+        table = np.loadtxt(f, delimiter=",", skiprows=1, dtype=np.int64)
+    return Arrests(table[:, 2:].astype(np.float64), table[:, 1], table[:, 0])
 
 
 def sample_moons(n: int, noise: float = 0.1, rng=None) -> tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 
 from dlnotes.data import (
+    ARRESTS_FEATURES,
     FASHION_CLASSES,
+    load_arrests,
     load_diabetes,
     load_digits,
     load_digits_split,
@@ -14,6 +16,16 @@ from dlnotes.data import (
 )
 
 from conftest import bad_input_test
+
+
+def test_arrests_match_the_documented_counts():
+    # the counts of carData's documentation: 5226 arrests, 4334 released, 1288 Black, 443 female
+    data = load_arrests()
+    assert data.X.shape == (5226, len(ARRESTS_FEATURES)) and data.a.shape == data.y.shape == (5226,)
+    female = data.X[:, ARRESTS_FEATURES.index("female")]
+    assert (data.y.sum(), data.a.sum(), female.sum()) == (4334, 1288, 443)
+    years, checks = data.X[:, 0], data.X[:, ARRESTS_FEATURES.index("checks")]
+    assert years.min() == 1997 and years.max() == 2002 and checks.min() == 0 and checks.max() == 6
 
 
 def test_digits():

@@ -117,6 +117,9 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: accuracy_curve(small_mlp(0), np.ones((2, 6)), [0, 1], "fgsm", [0.1]), TypeError, "attack must be callable"),
     (lambda: transfer_matrix(small_mlp(0), np.ones((2, 6)), [0, 1], fgsm), TypeError, "models must be a non-empty list or tuple"),
     (lambda: transfer_matrix([small_mlp(0), "b"], np.ones((2, 6)), [0, 1], fgsm), TypeError, "models[1] must be a torch.nn.Module"),
+    (lambda: transfer_matrix([small_mlp(0)], np.ones((2, 6)), [0, 3], fgsm), ValueError, "y must hold labels in 0..2"),
+    (lambda: example_losses(small_mlp(0), np.ones((2, 6)), [0, 3]), ValueError, "y must hold labels in 0..2"),
+    (lambda: accuracy_curve(small_mlp(0), np.ones((2, 6)), [0, 3], fgsm, [0.1]), ValueError, "y must hold labels in 0..2"),
 ]  # fmt: skip
 
 

@@ -12,7 +12,9 @@ from scipy.optimize import minimize
 from dlnotes.ethics.common import (
     fgsm,
     linear_two_class,
+    loss_gradient,
     lp_norm,
+    margin_loss,
     mlp,
     pgd,
     predict,
@@ -114,6 +116,89 @@ def test_targeted_pgd_moves_towards_the_target_on_digits():
     )
 
 
+def test_margin_loss_against_a_loop_and_its_sign_is_the_mistake():
+    logits = torch.tensor(rng.normal(size=(9, 4)))
+    labels = torch.tensor(rng.integers(0, 4, size=9))
+    expected = [
+        max(row[j] for j in range(4) if j != c) - row[c]
+        for row, c in zip(logits.tolist(), labels.tolist(), strict=True)
+    ]
+    assert np.allclose(margin_loss(logits, labels).numpy(), expected, atol=1e-12)
+    assert torch.equal(margin_loss(logits, labels) > 0, logits.argmax(1) != labels)
+
+
+def test_loss_gradient_matches_central_differences_for_both_losses():
+    torch.manual_seed(3)
+    model = mlp((5,), d=4, K=3, dtype=torch.float64)
+    X, y = rng.uniform(size=(3, 4)), rng.integers(0, 3, size=3)
+    values = {
+        "cross_entropy": lambda Z: cross_entropy(model, Z, y),
+        "margin": lambda Z: margin_loss(model(torch.tensor(Z)), torch.tensor(y)).detach().numpy(),
+    }
+    for loss, value in values.items():
+        h, numeric = 1e-6, np.zeros_like(X)
+        for j in range(4):
+            e = np.zeros(4)
+            e[j] = h
+            numeric[:, j] = (value(X + e) - value(X - e)) / (2 * h)
+        assert np.allclose(loss_gradient(model, X, y, loss=loss), numeric, atol=1e-7)
+
+
+def test_pgd_restarts_keep_each_examples_worst_case():
+    # restarts can only help the attacker: every example keeps the best of its runs, which a single run with
+    # the same first start cannot beat; the margin loss also reaches the linear worst case
+    torch.manual_seed(2)
+    model = mlp((16,), d=6, K=3, dtype=torch.float64)
+    X, y = rng.uniform(size=(30, 6)), rng.integers(0, 3, size=30)
+
+    def margin(Z):
+        return margin_loss(model(torch.tensor(Z)), torch.tensor(y)).detach().numpy()
+
+    one = pgd(model, X, y, 0.2, 0.05, 5, restarts=1, rng=5)
+    many = pgd(model, X, y, 0.2, 0.05, 5, restarts=8, rng=5)  # the first run is `one`'s run
+    fooled_one, fooled_many = margin(one) > 0, margin(many) > 0
+    assert np.all(fooled_many >= fooled_one)
+    same = fooled_one == fooled_many
+    assert np.all(margin(many)[same] >= margin(one)[same] - 1e-12)
+    assert np.abs(many - X).max() <= 0.2 + 1e-12 and many.min() >= 0 and many.max() <= 1
+    w, b = rng.normal(size=6), 0.1
+    binary, y2 = linear_two_class(w, b), rng.integers(0, 2, size=8)
+    X2 = rng.uniform(size=(8, 6))
+    worst = X2 - 0.2 * (2 * y2 - 1)[:, None] * np.sign(w)
+    assert np.allclose(
+        pgd(binary, X2, y2, 0.2, 0.05, 10, loss="margin", clip=False, rng=0), worst, atol=1e-12
+    )
+
+
+def test_a_budget_per_example_equals_running_the_examples_one_by_one():
+    torch.manual_seed(4)
+    model = mlp((8,), d=5, K=3, dtype=torch.float64)
+    X, y = rng.uniform(size=(4, 5)), rng.integers(0, 3, size=4)
+    eps = np.array([0.05, 0.2, 0.5, 1.0])
+    together = pgd(model, X, y, eps, eps / 4, 6, p=2, random_start=False)
+    alone = [
+        pgd(model, X[i : i + 1], y[i : i + 1], eps[i], eps[i] / 4, 6, p=2, random_start=False)[0]
+        for i in range(4)
+    ]
+    assert np.allclose(together, alone, atol=1e-12)
+    assert np.all(np.linalg.norm(together - X, axis=1) <= eps + 1e-12)
+    assert np.allclose(project_lp(np.ones((2, 4)), [0.5, 4.0], "inf"), [[0.5] * 4, [1.0] * 4])
+
+
+def test_labels_outside_the_models_classes_are_refused():
+    model, X = mlp((4,), d=3, K=5), np.ones((2, 3))
+    for call in (
+        lambda: fgsm(model, X, [0, 5], 0.1),
+        lambda: pgd(model, X, [0, 5], 0.1, 0.1, 2),
+        lambda: pgd(model, X, [0, 1], 0.1, 0.1, 2, target=[0, 7]),
+        lambda: robust_accuracy(model, X, [0, 5], None),
+        lambda: train_classifier(model, X, [0, 5], epochs=1, progress=False),
+        lambda: loss_gradient(model, X, [-1, 0]),
+    ):
+        with pytest.raises(ValueError, match=r"must hold labels in 0\.\.4"):
+            call()
+
+
 BAD_INPUT = [  # (call, error, message)
     (lambda: lp_norm(np.ones((2, 2, 2)), 2), ValueError, "x must be a vector (d,) or a batch of rows (n, d)"),
     (lambda: lp_norm(np.ones(3), 0.5), ValueError, "p must be 0, a number >= 1 or inf"),
@@ -126,6 +211,20 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: pgd(mlp(), np.ones((1, 64)), [0], 0.1, 0.0, 5), ValueError, "alpha must be a finite number in (0, inf)"),
     (lambda: pgd(mlp(), np.ones((1, 64)), [0], 0.1, 0.1, 5, target=[1, 2]), ValueError, "target must be a non-empty 1-D array of 1 labels"),
     (lambda: robust_accuracy(mlp(), np.ones((2, 64)), [0, 1], attack="pgd"), TypeError, "attack must be callable"),
+    (lambda: robust_accuracy(mlp(), np.ones((2, 64)), [0, 1], [fgsm, "pgd"]), TypeError, "attack[1] must be callable"),
+    (lambda: robust_accuracy(mlp(), np.ones((2, 64)), [0, 10], None), ValueError, "y must hold labels in 0..9"),
+    (lambda: fgsm(mlp(), np.ones((2, 64)), [0, 10], 0.1), ValueError, "y must hold labels in 0..9"),
+    (lambda: pgd(mlp(), np.ones((1, 64)), [10], 0.1, 0.1, 5), ValueError, "y must hold labels in 0..9"),
+    (lambda: pgd(mlp(), np.ones((1, 64)), [0], 0.1, 0.1, 5, target=[10]), ValueError, "target must hold labels in 0..9"),
+    (lambda: pgd(mlp(), np.ones((1, 64)), [0], 0.1, 0.1, 5, loss="hinge"), ValueError, "loss must be one of ['cross_entropy', 'margin']"),
+    (lambda: pgd(mlp(), np.ones((1, 64)), [0], 0.1, 0.1, 5, restarts=0), ValueError, "restarts must be an int in [1, inf)"),
+    (lambda: pgd(mlp(), np.ones((1, 64)), [0], 0.1, 0.1, 5, restarts=2, random_start=False), ValueError, "restarts > 1 needs random_start=True"),
+    (lambda: train_classifier(mlp(), np.ones((2, 64)), [0, 10], progress=False), ValueError, "y must hold labels in 0..9"),
+    (lambda: train_classifier(mlp(), np.ones((2, 64)), [0, 1], augment="noise"), TypeError, "augment must be callable"),
+    (lambda: loss_gradient(mlp(), np.ones((2, 64)), [0, 10]), ValueError, "y must hold labels in 0..9"),
+    (lambda: project_lp(np.ones((2, 3)), [0.1, 0.2, 0.3]), ValueError, "eps must have shape (2,)"),
+    (lambda: project_lp(np.ones((2, 3)), [0.1, -0.2]), ValueError, "eps must hold one finite number >= 0 per row"),
+    (lambda: pgd(mlp(), np.ones((2, 64)), [0, 1], 0.1, [0.1, 0.0], 5), ValueError, "alpha must hold one finite number > 0 per row"),
 ]  # fmt: skip
 
 

@@ -200,6 +200,7 @@ BAD_INPUT = [  # (call, error, message)
     (lambda: deepfool("model", np.ones((2, 64))), TypeError, "model must be a torch.nn.Module"),
     (lambda: gradient_line_search(mlp(), np.ones((2, 64)), [0, 1], direction="linf"), ValueError, "direction must be one of ['l2', 'sign']"),
     (lambda: gradient_line_search(mlp(), np.ones((2, 64)), [0, 1], radius_max=0.0), ValueError, "radius_max must be a finite number in (0, inf)"),
+    (lambda: gradient_line_search(mlp(), np.ones((2, 64)), [0, 10]), ValueError, "y must hold labels in 0..9"),
 ]  # fmt: skip
 
 

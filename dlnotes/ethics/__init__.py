@@ -10,7 +10,8 @@ The sections, in the order of the chapter (each module's docstring names its not
 - `certified` (11.5): randomised smoothing, interval bound propagation, the Lipschitz margin;
 - `saliency` (11.6): saliency, integrated gradients, SmoothGrad, ceteris-paribus profiles;
 - `shapley` (11.6): Shapley, Banzhaf, KernelSHAP, SHAP and SAGE values, missing information, utility;
-- `fairness` (11.7): group confusion matrices and rates, fairness gaps, per-group thresholds, calibration.
+- `fairness` (11.7): group confusion matrices and rates, fairness gaps, per-group thresholds, calibration;
+- `people` (11.8): membership inference, the DP-SGD clip-and-noise step, a backdoor trigger.
 
 Conventions: an input is a row x (d,) of pixels in [0, 1] (the 8×8 digits scaled by
 ``load_digits_split(scaling="unit")``), a batch is X (n, d); a classifier is a torch module that maps (n, d) to
@@ -39,7 +40,9 @@ from .certified import (
 from .common import (
     fgsm,
     linear_two_class,
+    loss_gradient,
     lp_norm,
+    margin_loss,
     mlp,
     pgd,
     pgd_step,
@@ -80,6 +83,7 @@ from .linear import (
     multiclass_distances,
     multiclass_min_l2,
 )
+from .people import add_trigger, clip_and_noise, membership_auc, per_example_gradients
 from .robust import LinearModel, Shifted, fit_robust_logistic, robust_logistic_loss, w1_mass_shift
 from .saliency import (
     ceteris_paribus,
@@ -112,6 +116,8 @@ __all__ = [
     "mlp",
     "train_classifier",
     "predict",
+    "margin_loss",
+    "loss_gradient",
     "fgsm",
     "pgd_step",
     "pgd",
@@ -189,4 +195,8 @@ __all__ = [
     "chouldechova_fpr",
     "GroupCalibration",
     "calibration_by_group",
+    "membership_auc",
+    "per_example_gradients",
+    "clip_and_noise",
+    "add_trigger",
 ]

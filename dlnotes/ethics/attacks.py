@@ -14,10 +14,9 @@ from ..training import to_numpy
 from ..validation import (
     check_array,
     check_callable,
-    check_labels,
     check_matrix,
 )
-from .common import _inputs, predict, robust_accuracy
+from .common import _inputs, _labels, predict, robust_accuracy
 
 
 def _models(models) -> list[nn.Module]:
@@ -43,7 +42,7 @@ def example_losses(model: nn.Module, X, y) -> np.ndarray:
     """The cross-entropy of every example, :math:`L(f(x_i), y_i) = -\\log P(y_i\\mid x_i)`, of X (n, d) with
     labels y (n,), as (n,) (11.3)."""
     x = _inputs(model, X)
-    y = torch.as_tensor(check_labels(y, "y", len(x)), device=x.device)
+    y = _labels(model, x, y)
     return to_numpy(F.cross_entropy(model(x), y, reduction="none"))
 
 
@@ -53,7 +52,7 @@ def accuracy_curve(model: nn.Module, X, y, attack, eps_grid) -> np.ndarray:
     with ``attack(model, X, y, eps) -> X_adv``; at ε = 0 it is the clean accuracy (the attack is not called).
     X (n, d), y (n,), eps_grid (m,) of budgets ≥ 0 -> (m,) (11.3)."""
     X = check_matrix(X, "X")
-    y = check_labels(y, "y", len(X))
+    y = to_numpy(_labels(model, _inputs(model, X), y))
     attack = check_callable(attack, "attack")
     eps_grid = check_array(eps_grid, "eps_grid", (None,))
     if len(eps_grid) == 0 or np.any(eps_grid < 0):
@@ -74,7 +73,8 @@ def transfer_matrix(models, X, y, attack) -> np.ndarray:
     white-box accuracy, an off-diagonal entry a black-box (transfer) attack. X (n, d), y (n,) -> (S, S) (11.3)."""
     models = _models(models)
     X = check_matrix(X, "X")
-    y = check_labels(y, "y", len(X))
+    for model in models:
+        y = to_numpy(_labels(model, _inputs(model, X), y))
     attack = check_callable(attack, "attack")
     matrix = np.empty((len(models), len(models)))
     for s, source in enumerate(models):

@@ -24,17 +24,12 @@ from ..validation import (
     check_positive,
     check_vector,
 )
-from .common import _inputs, _loss_gradient, lp_norm
+from .common import _inputs, _labels, _loss_gradient, _norm_order, lp_norm
 
 
 def _dual_exponent(p) -> tuple[float, float]:
     """(p, q) with 1/p + 1/q = 1 for p in [1, inf]."""
-    if isinstance(p, str) and p == "inf":
-        p = math.inf
-    if isinstance(p, str) or p != math.inf:
-        p = check_number(p, "p")
-        if p < 1:
-            raise ValueError(f"p must be a number >= 1 or inf (below 1 there is no norm, no dual), got {p!r}")
+    p = _norm_order(p)
     if p == 1:
         return 1.0, math.inf
     if p == math.inf:
@@ -193,15 +188,15 @@ def deepfool(model: nn.Module, X, steps: int = 50, overshoot: float = 0.02) -> D
         if len(idx) == 0:
             break
         logits, jac = _logit_jacobian(model, x[idx] + (1 + overshoot) * r_total[idx])
-        y_i = y[idx]
-        f_diff = logits - logits[rows[: len(idx)], y_i][:, None]  # f_k - f_y, (m, K)
-        w_diff = jac - jac[rows[: len(idx)], y_i][:, None, :]  # grad f_k - grad f_y, (m, K, d)
+        y_i, m = y[idx], rows[: len(idx)]  # m: the rows of the active examples
+        f_diff = logits - logits[m, y_i][:, None]  # f_k - f_y, (m, K)
+        w_diff = jac - jac[m, y_i][:, None, :]  # grad f_k - grad f_y, (m, K, d)
         norms = w_diff.norm(dim=2)
         dist = f_diff.abs() / norms.clamp_min(1e-30)
-        dist[rows[: len(idx)], y_i] = math.inf
+        dist[m, y_i] = math.inf
         j = dist.argmin(dim=1)
-        w_j = w_diff[rows[: len(idx)], j]
-        step = (f_diff[rows[: len(idx)], j].abs() / norms[rows[: len(idx)], j].clamp_min(1e-30) ** 2)[:, None]
+        w_j = w_diff[m, j]
+        step = (f_diff[m, j].abs() / norms[m, j].clamp_min(1e-30) ** 2)[:, None]
         r_total[idx] = r_total[idx] + step * w_j
         iterations[idx] += 1
         with torch.no_grad():
@@ -228,7 +223,7 @@ def gradient_line_search(
     The first of `grid` equally spaced radii that changes the prediction is refined by 40 bisections, so
     t is the ℓ2 norm of the perturbation. X (n, d), y (n,) -> `LineSearchResult` (11.2)."""
     x = _inputs(model, X)
-    y_t = torch.as_tensor(check_labels(y, "y", len(x)), device=x.device)
+    y_t = _labels(model, x, y)
     radius_max = check_positive(radius_max, "radius_max")
     direction = check_choice(direction, "direction", ("l2", "sign"))
     grid = check_int(grid, "grid", 2)

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..ethics import (
+    clip_and_noise,
     dual_norm,
     fairness_gaps,
     ibp_affine,
@@ -128,17 +129,35 @@ grade_multiclass_min_l2 = grader(
 # ----------------------------------------------------------------------------- 11.3 attacks on networks
 
 
-def _pgd_step_variant(x, delta, grad, eps, alpha, p, *, sphere=False, box=True, step=None, sign=True):
+def _pgd_step_variant(
+    x,
+    delta,
+    grad,
+    eps,
+    alpha,
+    p,
+    *,
+    sphere=False,
+    box=True,
+    step=None,
+    sign=True,
+    l2_sign=False,
+    box_first=False,
+):
     """One PGD step written with a typical mistake: projected onto the sphere (`sphere`), without the pixel box
-    (`box`), with the step `step` instead of alpha, or with the raw gradient instead of its sign / unit vector."""
+    (`box`), with the step `step` instead of alpha, with the raw gradient instead of its sign / unit vector, with
+    sign(grad) in the ℓ2 step too (`l2_sign`), or clipped to the pixel box before the projection onto the ball
+    (`box_first`)."""
     x, delta, grad = (np.asarray(v, dtype=float) for v in (x, delta, grad))
     if not sign:
         g = grad
-    elif p == 2:
+    elif p == 2 and not l2_sign:
         g = grad / max(np.linalg.norm(grad), 1e-12)
     else:
         g = np.sign(grad)
     z = delta + (alpha if step is None else step) * g
+    if box_first:
+        z, box = np.clip(x + z, 0.0, 1.0) - x, False
     size = np.linalg.norm(z) if p == 2 else np.abs(z).max()
     if sphere:
         z = eps * z / max(size, 1e-300)
@@ -214,6 +233,17 @@ grade_pgd_step = grader(
             lambda a, e, g: close(_pgd_step_variant(a[0], a[1], -a[2], a[3], a[4], a[5]), g),
             "untargeted PGD ascends the loss: delta + alpha g, with g the sign or unit vector of +grad.",
         ),
+        Hint(
+            lambda a, e, g: close(_pgd_step_variant(*a, l2_sign=True), g),
+            "sign(grad) is the steepest direction of the l_inf norm only; the l2 step is alpha * grad / ||grad||_2 "
+            "(sign(grad) has l2 norm sqrt(d) and points the wrong way for p = 2).",
+        ),
+        Hint(
+            lambda a, e, g: close(_pgd_step_variant(*a, box_first=True), g),
+            "project onto the eps-ball first, then clip to the pixel box: for p = 2 the rescaling after the clip "
+            "shrinks pixels that the box had already stopped. Order: z = delta + alpha g; z * min(1, eps/||z||); "
+            "then clip(x + z, 0, 1) - x.",
+        ),
     ),
     mistakes=(
         (
@@ -237,6 +267,18 @@ grade_pgd_step = grader(
             "raw gradient",
         ),
         (lambda x, delta, grad, eps, alpha, p: _pgd_step_variant(x, delta, -grad, eps, alpha, p), "ascends"),
+        (
+            lambda x, delta, grad, eps, alpha, p: _pgd_step_variant(
+                x, delta, grad, eps, alpha, p, l2_sign=True
+            ),
+            "steepest direction of the l_inf norm only",
+        ),
+        (
+            lambda x, delta, grad, eps, alpha, p: _pgd_step_variant(
+                x, delta, grad, eps, alpha, p, box_first=True
+            ),
+            "project onto the eps-ball first",
+        ),
     ),
 )
 
@@ -559,8 +601,8 @@ def fairness_gaps_reference(y, y_hat, a):
 
 def _gaps_variant(y, y_hat, a, *, tpr="tpr", fpr="fpr", dp="predictions", eo=max, signed=False):
     """The three gaps written with one typical mistake: TPR as P(Y=1|Ŷ=1) (`tpr="ppv"`), FPR over all examples of
-    the group (`fpr="all"`), Δ_DP from the base rates (`dp="outcomes"`), Δ_EO combined with `eo` instead of max,
-    or signed differences (`signed`)."""
+    the group (`fpr="all"`), Δ_DP from the base rates (`dp="outcomes"`) or against the overall acceptance rate
+    (`dp="overall"`), Δ_EO combined with `eo` instead of max, or signed differences (`signed`)."""
     y, y_hat, a = (np.asarray(v) for v in (y, y_hat, a))
 
     def rates(g):
@@ -575,6 +617,8 @@ def _gaps_variant(y, y_hat, a, *, tpr="tpr", fpr="fpr", dp="predictions", eo=max
     (pos0, tpr0, fpr0), (pos1, tpr1, fpr1) = rates(0), rates(1)
     diff = (lambda u, v: u - v) if signed else (lambda u, v: abs(u - v))
     d_tpr, d_fpr = diff(tpr0, tpr1), diff(fpr0, fpr1)
+    if dp == "overall":  # each group against everyone: max_a |P(Ŷ=1 | A=a) - P(Ŷ=1)|
+        return max(diff(pos0, y_hat.mean()), diff(pos1, y_hat.mean())), eo(d_tpr, d_fpr), d_tpr
     return diff(pos0, pos1), eo(d_tpr, d_fpr), d_tpr
 
 
@@ -627,6 +671,16 @@ grade_fairness_gaps = grader(
             "the equalized-odds gap is the larger of the TPR gap and the FPR gap, max(|ΔTPR|, |ΔFPR|), not their "
             "sum or mean.",
         ),
+        Hint(
+            lambda a, e, g: close(_gaps_variant(*a, eo=lambda u, v: u), g),
+            "your equalized-odds gap is the TPR gap alone, which is equality of opportunity; equalized odds also "
+            "conditions on Y = 0: Δ_EO = max(|ΔTPR|, |ΔFPR|).",
+        ),
+        Hint(
+            lambda a, e, g: close(_gaps_variant(*a, dp="overall"), g),
+            "demographic parity compares the groups with each other, |P(Ŷ=1 | A=0) - P(Ŷ=1 | A=1)|, not each "
+            "group with the overall acceptance rate P(Ŷ=1) (that gap is smaller and depends on the group sizes).",
+        ),
     ),
     mistakes=(
         (lambda y, y_hat, a: _gaps_variant(y, y_hat, a, signed=True), "absolute difference"),
@@ -634,5 +688,58 @@ grade_fairness_gaps = grader(
         (lambda y, y_hat, a: _gaps_variant(y, y_hat, a, fpr="all"), "divide by the negatives"),
         (lambda y, y_hat, a: _gaps_variant(y, y_hat, a, dp="outcomes"), "compares the decisions"),
         (lambda y, y_hat, a: _gaps_variant(y, y_hat, a, eo=lambda u, v: u + v), "larger of the TPR gap"),
+        (lambda y, y_hat, a: _gaps_variant(y, y_hat, a, eo=lambda u, v: u), "TPR gap alone"),
+        (lambda y, y_hat, a: _gaps_variant(y, y_hat, a, dp="overall"), "with each other"),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- 11.8 ethics about people
+
+
+def _clip_variant(grads, C, how):
+    """The clipped mean written with a typical mistake: the batch mean clipped (`"mean"`), every row rescaled to
+    norm C even when shorter (`"rescale"`), or the clipped rows summed instead of averaged (`"sum"`)."""
+    grads = np.asarray(grads, dtype=float)
+    norms = np.maximum(np.linalg.norm(grads, axis=1, keepdims=True), 1e-300)
+    if how == "mean":
+        mean = grads.mean(axis=0)
+        return mean * min(1.0, C / max(np.linalg.norm(mean), 1e-300))
+    if how == "rescale":
+        return (grads * C / norms).mean(axis=0)
+    return (grads * np.minimum(1.0, C / norms)).sum(axis=0)
+
+
+def _clip_cases(rng):
+    cases = [(np.array([[3.0, 4.0], [0.3, 0.4], [-6.0, 8.0]]), 1.0)]  # norms 5, 0.5 and 10
+    for n, P, C in ((4, 3, 0.5), (16, 10, 1.0), (64, 30, 2.0)):
+        cases.append((rng.normal(size=(n, P)) * rng.uniform(0.1, 3.0, size=(n, 1)), C))
+    return cases
+
+
+grade_clipped_mean = grader(
+    "clipped_mean",
+    "grads, C",
+    lambda grads, C: clip_and_noise(grads, C, 0.0),
+    _clip_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_clip_variant(*a, "mean"), g),
+            "you clipped the mean of the batch; DP-SGD clips every example's gradient g_i to norm C first, so that "
+            "no single example can move the sum by more than C, then averages.",
+        ),
+        Hint(
+            lambda a, e, g: close(_clip_variant(*a, "rescale"), g),
+            "clipping only shortens: g_i * min(1, C / ||g_i||); a gradient shorter than C stays as it is.",
+        ),
+        Hint(
+            lambda a, e, g: close(_clip_variant(*a, "sum"), g),
+            "average the clipped gradients (divide the sum by the batch size n).",
+        ),
+    ),
+    mistakes=(
+        (lambda grads, C: _clip_variant(grads, C, "mean"), "clipped the mean of the batch"),
+        (lambda grads, C: _clip_variant(grads, C, "rescale"), "clipping only shortens"),
+        (lambda grads, C: _clip_variant(grads, C, "sum"), "average the clipped gradients"),
     ),
 )

@@ -44,14 +44,14 @@ from ..validation import check_rng
 from .core import interactive_figure, widget
 
 
-def _digits_classifier(split, hidden=(64, 64), epochs: int = 30, attack=None, rng=0) -> torch.nn.Module:
+def _digits_classifier(split, hidden=(64, 64), epochs: int = 30, augment=None, rng=0) -> torch.nn.Module:
     """A classifier of the digits `split` for a widget: `mlp(hidden)` initialised from torch seed 0 without
     touching the notebook's torch generator, trained by `train_classifier` without a progress bar."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = mlp(hidden)
     train_classifier(
-        model, split.X_train, split.y_train, epochs=epochs, attack=attack, rng=rng, progress=False
+        model, split.X_train, split.y_train, epochs=epochs, augment=augment, rng=rng, progress=False
     )
     return model
 
@@ -297,7 +297,7 @@ def _smoothing_sweep() -> tuple[np.ndarray, dict]:
     split = load_digits_split(rng=0, scaling="unit")
     rng = check_rng(0)
     model = _digits_classifier(
-        split, (), epochs=20, attack=lambda net, X, y: add_noise(X, rng.uniform(0.0, 1.0), rng), rng=rng
+        split, (), epochs=20, augment=lambda net, X, y: add_noise(X, rng.uniform(0.0, 1.0), rng), rng=rng
     )
     X, y = split.X_test[:100], split.y_test[:100]
     radii = np.linspace(0.0, 2.5, 101)
