@@ -68,9 +68,9 @@ def _norm_order(p, allow_zero: bool = False) -> float:
 
 def _check_p(p) -> float:
     """The norm of an attack's budget: 2 or inf."""
-    if isinstance(p, str | int | float) and p in ("inf", math.inf, 2):
-        return _norm_order(p)
-    return float(check_choice(p, "p", (2, "inf")))
+    if not isinstance(p, str) and p in (2, math.inf):
+        return float(p)
+    return _norm_order(check_choice(p, "p", (2, "inf")))
 
 
 def _budget(value, name: str, shape: tuple, positive: bool = False) -> float | np.ndarray:
