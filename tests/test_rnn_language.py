@@ -1,3 +1,5 @@
+from collections import Counter
+
 import numpy as np
 import scipy.stats
 import torch
@@ -33,6 +35,19 @@ def test_conditional_entropy_against_scipy():
     assert np.isclose(language.conditional_entropy(ids, 7, context=1), H_joint - H_context, atol=1e-12)
     periodic = np.tile([0, 1, 2], 100)  # fully predictable from one symbol back
     assert np.isclose(language.conditional_entropy(periodic, 3, context=1), 0, atol=1e-12)
+
+
+def test_conditional_entropy_with_a_large_vocabulary_counts_whole_windows():
+    """65536**5 = 2**80 does not fit an int64: coding each window as one number in base n_symbols would
+    wrap and merge contexts that differ in their first symbol (the entropy would come out too small)."""
+    ids = rng.integers(0, 4, 5000) * 16384  # symbols 0, 16384, 32768, 49152 of a 65536-symbol alphabet
+    windows = Counter(tuple(ids[t : t + 5]) for t in range(len(ids) - 4))
+    contexts = Counter(tuple(ids[t : t + 4]) for t in range(len(ids) - 4))
+    n = len(ids) - 4
+    H = -sum(c / n * np.log2(c / n) for c in windows.values()) + sum(
+        c / n * np.log2(c / n) for c in contexts.values()
+    )
+    assert np.isclose(language.conditional_entropy(ids, 65536, context=4), H, atol=1e-12)
 
 
 def small_lm(K=6, hidden=5, embedding=3):

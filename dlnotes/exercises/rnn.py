@@ -30,6 +30,10 @@ def _shifted_states(X, U, V):
     return np.vstack([np.zeros(len(U)), Z[:-1]])
 
 
+def _transposed_U(X, U, V):
+    return elman_states_reference(X, U.T, V)
+
+
 def _phi_outside(X, U, V):
     z, Z = np.zeros(len(U)), []
     for x in X:
@@ -57,11 +61,16 @@ grade_elman_states = grader(
             lambda a, e, g: close(_phi_outside(*a), g),
             "apply tanh to the whole pre-activation U z_{t-1} + V x_t, not to U z_{t-1} alone.",
         ),
+        Hint(
+            lambda a, e, g: close(_transposed_U(*a), g),
+            "the recurrence is U @ z (row i of U collects what unit i receives), not U.T @ z or z @ U.",
+        ),
     ),
     mistakes=(
         (_shifted_states, "start from z_0 = 0"),
         (lambda X, U, V: np.tanh(X @ V.T), "the state feeds back"),
         (_phi_outside, "whole pre-activation"),
+        (_transposed_U, "not U.T @ z"),
     ),
 )
 
@@ -96,11 +105,17 @@ grade_clip_by_norm = grader(
             lambda a, e, g: close(a[0] * a[1] / np.linalg.norm(a[0]), g),
             "only a gradient with ||g|| > c is rescaled; a smaller one stays as it is (factor min(1, c / ||g||)).",
         ),
+        Hint(
+            lambda a, e, g: a[0].ndim == 2 and close(a[0] * min(1, a[1] / np.linalg.norm(a[0], 2)), g),
+            "np.linalg.norm(g, 2) of a matrix is its spectral norm sigma_1; clipping uses the norm of all entries "
+            "together (np.linalg.norm(g) without the 2, or np.sqrt(np.sum(g**2))).",
+        ),
     ),
     mistakes=(
         (lambda g, c: np.clip(g, -c, c), "each component"),
         (lambda g, c: g * min(1, c / np.sum(g**2)), "square root"),
         (lambda g, c: g * c / np.linalg.norm(g), "stays as it is"),
+        (lambda g, c: g * min(1, c / np.linalg.norm(g, 2)), "spectral norm"),
     ),
 )
 
@@ -125,14 +140,18 @@ def _lstm_step_cases(rng):
     return cases
 
 
-def _lstm_step_variant(x, z, C, F, G, H, V, *, output_tanh=True, input_gate=True, swap_gates=False):
-    """Typical wrong LSTM steps: z_t = o * C_t, no input gate, or the forget and input gates swapped."""
-    x_tilde = np.concatenate([x, z])
+def _lstm_step_variant(
+    x, z, C, F, G, H, V, *, output_tanh=True, input_gate=True, swap_gates=False, old_C=False, z_first=False
+):
+    """Typical wrong LSTM steps: z_t = o * C_t, no input gate, the forget and input gates swapped, the output
+    made from the old memory C_{t-1}, or x~ = [z, x] instead of [x, z]."""
+    x_tilde = np.concatenate([z, x] if z_first else [x, z])
     f, i = sigmoid(F @ x_tilde), sigmoid(G @ x_tilde)
     if swap_gates:
         f, i = i, f
     C_new = f * C + (i if input_gate else 1) * np.tanh(V @ x_tilde)
-    return sigmoid(H @ x_tilde) * (np.tanh(C_new) if output_tanh else C_new), C_new
+    C_out = C if old_C else C_new
+    return sigmoid(H @ x_tilde) * (np.tanh(C_out) if output_tanh else C_out), C_new
 
 
 def _lstm_hint(**variant):
@@ -161,12 +180,23 @@ grade_lstm_step = grader(
             _lstm_hint(swap_gates=True),
             "F makes the forget gate (it multiplies C_{t-1}), G the input gate (it multiplies the candidate).",
         ),
+        Hint(
+            _lstm_hint(old_C=True),
+            "the output reads the new memory: z_t = o_t * tanh(C_t), with C_t computed first in this step.",
+        ),
+        Hint(
+            _lstm_hint(z_first=True),
+            "x~ = [x_t, z_{t-1}]: the input first, then the previous state (the columns of F, G, H, V follow "
+            "this order).",
+        ),
     ),
     mistakes=(
         (lambda *a: _lstm_step_variant(*a, output_tanh=False), "o_t * tanh(C_t)"),
         (lambda *a: _lstm_step_variant(*a, input_gate=False), "enters through the input gate"),
         (lambda *a: _lstm_step_variant(*a, swap_gates=True), "forget gate"),
         (lambda *a: lstm_step_reference(*a)[::-1], "the hidden state first"),
+        (lambda *a: _lstm_step_variant(*a, old_C=True), "reads the new memory"),
+        (lambda *a: _lstm_step_variant(*a, z_first=True), "the input first"),
     ),
 )
 
@@ -288,11 +318,67 @@ grade_bits_per_character = grader(
             lambda a, e, g: close(-np.mean(np.log2(a[0].max(axis=1))), g),
             "take the probability of the true character P[t, y_t], not the largest probability of row t.",
         ),
+        Hint(
+            lambda a, e, g: close(-np.mean(np.log2(a[0][:, a[1]])), g),
+            "P[:, y] is a T x T matrix (every row at every true character); pick one entry per row, "
+            "P[np.arange(T), y].",
+        ),
     ),
     mistakes=(
         (lambda P, y: -np.mean(np.log(P[np.arange(len(y)), y])), "nats"),
         (lambda P, y: -np.sum(np.log2(P[np.arange(len(y)), y])), "do not sum"),
         (lambda P, y: -np.mean(np.log2(P.max(axis=1))), "true character"),
+        (lambda P, y: -np.mean(np.log2(P[:, y])), "one entry per row"),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- 5.5 sequences of different lengths
+
+
+def masked_mean_reference(losses, lengths):
+    """The mean of the per-token losses (batch, T) over the real tokens: row b counts its first lengths[b]."""
+    mask = np.arange(losses.shape[1])[None, :] < np.asarray(lengths)[:, None]
+    return float((losses * mask).sum() / mask.sum())
+
+
+def _masked_mean_cases(rng):
+    cases = []
+    for B, T in [(3, 5), (4, 7), (2, 3)]:
+        lengths = rng.integers(1, T + 1, B)
+        lengths[0] = T  # the longest row has no padding
+        cases.append((rng.exponential(size=(B, T)), lengths))
+    return cases
+
+
+def _mean_of_row_means(losses, lengths):
+    return float(np.mean([losses[b, :n].mean() for b, n in enumerate(lengths)]))
+
+
+grade_masked_mean = grader(
+    "masked_mean",
+    "losses, lengths",
+    masked_mean_reference,
+    _masked_mean_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(float(np.mean(a[0])), g),
+            "the padded positions are in the mean: keep only t < lengths[b] in row b.",
+        ),
+        Hint(
+            lambda a, e, g: close(_mean_of_row_means(*a), g),
+            "that is the mean of the per-sequence means, which weighs a token of a short sequence more; divide "
+            "the sum over all real tokens by their number.",
+        ),
+        Hint(
+            lambda a, e, g: close(masked_mean_reference(*a) * np.sum(a[1]), g),
+            "divide the sum of the real tokens' losses by their number, sum(lengths).",
+        ),
+    ),
+    mistakes=(
+        (lambda losses, lengths: float(np.mean(losses)), "padded positions"),
+        (_mean_of_row_means, "per-sequence means"),
+        (lambda losses, lengths: masked_mean_reference(losses, lengths) * np.sum(lengths), "sum(lengths)"),
     ),
 )
 

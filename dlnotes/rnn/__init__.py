@@ -6,7 +6,9 @@
 - `linear` (5.4): linear recurrences and their parallel scans, state-space models, the LRU, the recall task;
 - `seq2seq` (5.5): encoder–decoder models with attention, trained by teacher forcing, on string reversal;
 - `language` (5.5 continued): a character-level LSTM language model, bits per character, generation;
-- `ctc` (5.5 continued): connectionist temporal classification and a synthetic unsegmented task.
+- `ctc` (5.5 continued): connectionist temporal classification and a synthetic unsegmented task;
+- `decoding` (5.5 continued): padding, begin/end tokens, the masked loss, greedy and beam search on
+  run-length decoding.
 
 Conventions: a sequence is an array (T, n) with time first (a batch of them (B, T, n)); states z_t (m,),
 z_0 = 0. The NumPy cells hold weights named as in the lecture, load the weights of the corresponding
@@ -24,6 +26,25 @@ from .ctc import (
     ctc_forward,
     ctc_log_forward,
     make_ctc_task,
+)
+from .decoding import (
+    BOS,
+    EOS,
+    PAD,
+    SOURCE,
+    TARGET,
+    EncoderDecoder,
+    Hypothesis,
+    Padded,
+    RunLengthTask,
+    beam_search,
+    exhaustive_search,
+    greedy_decode,
+    make_run_length_task,
+    masked_cross_entropy,
+    pad_batch,
+    run_length_batches,
+    seq2seq_loss,
 )
 from .gated import AddingTask, GRUCell, LSTMCell, LSTMRun, make_adding_task
 from .language import (
@@ -78,7 +99,7 @@ from .simple import (
     deep_rnn,
     elman_rnn,
     jacobian_norms,
-    spectral_norm,
+    power_iteration,
     torch_rnn_weights,
 )
 
@@ -94,7 +115,7 @@ __all__ = [
     "deep_rnn",
     "elman_rnn",
     "jacobian_norms",
-    "spectral_norm",
+    "power_iteration",
     "torch_rnn_weights",
     "AddingTask",
     "GRUCell",
@@ -143,4 +164,21 @@ __all__ = [
     "ctc_forward",
     "ctc_log_forward",
     "make_ctc_task",
+    "BOS",
+    "EOS",
+    "PAD",
+    "SOURCE",
+    "TARGET",
+    "EncoderDecoder",
+    "Hypothesis",
+    "Padded",
+    "RunLengthTask",
+    "beam_search",
+    "exhaustive_search",
+    "greedy_decode",
+    "make_run_length_task",
+    "masked_cross_entropy",
+    "pad_batch",
+    "run_length_batches",
+    "seq2seq_loss",
 ]

@@ -159,7 +159,7 @@ class GRUCell(_GatedCell):
 
     - variant="torch" (PyTorch's form, reset after the product):
       ``z~ = tanh(V_x x + b_x + r * (V_z z + b_z))``;
-    - variant="sheet" (the lecture's form, reset before it): ``z~ = tanh(V [r * z, x] + b)``, V = [V_z, V_x],
+    - variant="sheet" (the lecture's form, reset before it): ``z~ = tanh(V [x, r * z] + b)``, V = [V_x, V_z],
       b = b_z + b_x.
 
     Section 5.3. Runs on NumPy arrays or torch tensors (see `to_torch`)."""

@@ -53,11 +53,10 @@ def conditional_entropy(ids, n_symbols: int, context: int = 0) -> float:
     context = check_int(context, "context", 0, 8)
     if len(ids) <= context:
         raise ValueError(f"ids must be longer than context = {context}, got {len(ids)} symbols")
-    windows = np.lib.stride_tricks.sliding_window_view(ids, context + 1)
-    codes = windows @ n_symbols ** np.arange(context, -1, -1, dtype=np.int64)  # (context..., y) as one number
-    _, joint = np.unique(codes, return_counts=True)
-    _, marginal = np.unique(codes // n_symbols, return_counts=True)  # counts of the contexts alone
-    n = len(codes)
+    windows = np.lib.stride_tricks.sliding_window_view(ids, context + 1)  # rows (context..., y)
+    n = len(windows)
+    _, joint = np.unique(windows, axis=0, return_counts=True)  # rows, not one number per row: no overflow
+    marginal = np.unique(windows[:, :-1], axis=0, return_counts=True)[1] if context else np.array([n])
     return float(-(joint / n) @ np.log2(joint / n) + (marginal / n) @ np.log2(marginal / n))
 
 

@@ -112,7 +112,7 @@ def linear_ssm(X, A, B) -> np.ndarray:
 
 def ssm_kernel(A, B, T: int) -> np.ndarray:
     """The convolution kernel ``K_k = A^k B``, k = 0..T-1, of the linear state-space model, shape (T, m, n):
-    ``z_t = sum_{s=1}^t K_{t-s} B x_s`` (section 5.4)."""
+    ``z_t = sum_{s=1}^t K_{t-s} x_s`` (K already holds B; section 5.4)."""
     A, B = _check_ssm(A, B)
     T = check_int(T, "T", 1)
     K = np.empty((T, *B.shape), dtype=B.dtype)
@@ -194,7 +194,8 @@ class LRULayer(nn.Module):
     ``y_t = MLP(Re(G zeta_t))`` with G complex (k, m) and the MLP k -> k (ReLU) -> n_out. The states are computed
     by a Hillis–Steele scan over time (ceil(log2 T) rounds). Input (batch, T, n_in), output (batch, T, n_out)
     (section 5.4). In float32, |lambda| rounds to 1 once nu < -17 (r > 1 - 3e-8): use ``.double()`` or keep
-    r_max well below 1 where that matters."""
+    r_max well below 1 where that matters. Unlike Orvieto et al.'s LRU there is no skip term ``D x_t`` in the
+    output: here the input reaches the readout only through the states."""
 
     def __init__(
         self,
@@ -226,6 +227,7 @@ class LRULayer(nn.Module):
         return torch.exp(torch.complex(-torch.exp(self.nu), self.theta))
 
     def B_tilde(self) -> torch.Tensor:
+        """The complex input matrix B~ = B_re + i B_im (m, n_in), before the normalisation by gamma."""
         return torch.complex(self.B_re, self.B_im)
 
     def states(self, x: torch.Tensor) -> torch.Tensor:

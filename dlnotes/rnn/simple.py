@@ -26,6 +26,16 @@ def _check_rnn(X, U, V, W) -> tuple[np.ndarray, ...]:
     return X, U, check_matrix(V, "V", m, X.shape[1]), check_matrix(W, "W", None, m)
 
 
+def _states(X, U, V, phi) -> np.ndarray:
+    # the states z_1..z_T (T, m) of z_t = phi(U z_{t-1} + V x_t), z_0 = 0; the arrays are already checked
+    Z = np.zeros((len(X), len(U)))
+    z = np.zeros(len(U))
+    for t, x in enumerate(X):
+        z = phi(U @ z + V @ x)
+        Z[t] = z
+    return Z
+
+
 class RNNRun(NamedTuple):
     Z: np.ndarray  # states z_1..z_T, (T, m)
     Y_hat: np.ndarray  # outputs, (T, k)
@@ -35,11 +45,7 @@ def elman_rnn(X, U, V, W, phi=np.tanh, psi=None) -> RNNRun:
     """States ``z_t = phi(U z_{t-1} + V x_t)`` (z_0 = 0) and outputs ``y_hat_t = psi(W z_t)`` of an Elman RNN
     for a sequence X (T, n); returns Z (T, m) and Y_hat (T, k). psi=None is the identity."""
     X, U, V, W = _check_rnn(X, U, V, W)
-    Z = np.zeros((len(X), U.shape[0]))
-    z = np.zeros(U.shape[0])
-    for t, x in enumerate(X):
-        z = phi(U @ z + V @ x)
-        Z[t] = z
+    Z = _states(X, U, V, phi)
     A = Z @ W.T
     return RNNRun(Z, A if psi is None else psi(A))
 
@@ -110,7 +116,7 @@ def deep_rnn(X, weights, phi=np.tanh) -> np.ndarray:
         U_l = check_matrix(pair[0], f"U_{l}")
         U_l = check_matrix(U_l, f"U_{l}", len(U_l), len(U_l))
         V_l = check_matrix(pair[1], f"V_{l}", len(U_l), Z.shape[1])
-        Z = elman_rnn(Z, U_l, V_l, np.eye(len(U_l)), phi).Z  # the states of layer l are the inputs of l + 1
+        Z = _states(Z, U_l, V_l, phi)  # the states of layer l are the inputs of layer l + 1
     return Z
 
 
@@ -127,9 +133,8 @@ def bidirectional_rnn(X, U, V, U_rev, V_rev, phi=np.tanh) -> BiRNNRun:
     m = len(U)
     U, U_rev = check_matrix(U, "U", m, m), check_matrix(U_rev, "U_rev", m, m)
     V, V_rev = check_matrix(V, "V", m, X.shape[1]), check_matrix(V_rev, "V_rev", m, X.shape[1])
-    identity = np.eye(m)
-    forward = elman_rnn(X, U, V, identity, phi).Z
-    backward = elman_rnn(X[::-1], U_rev, V_rev, identity, phi).Z[::-1]
+    forward = _states(X, U, V, phi)
+    backward = _states(X[::-1], U_rev, V_rev, phi)[::-1]  # run from t = T down to 1
     return BiRNNRun(forward, backward)
 
 
@@ -143,8 +148,9 @@ class PowerIteration(NamedTuple):
     iterates: np.ndarray  # v_k, (iters, n)
 
 
-def spectral_norm(A, iters: int = 100, rng=None) -> PowerIteration:
-    """The spectral norm ``||A||_2 = max_{||x|| = 1} ||A x|| = sigma_1(A)`` by power iteration on ``A^T A``:
+def power_iteration(A, iters: int = 100, rng=None) -> PowerIteration:
+    """The spectral norm ``||A||_2 = max_{||x|| = 1} ||A x|| = sigma_1(A)`` by power iteration on ``A^T A``
+    (its estimate is the field ``sigma``):
     ``v_k = A^T A v_{k-1} / ||A^T A v_{k-1}||`` from a random unit v_0, estimate ``||A v_k||`` (the square root of
     the Rayleigh quotient ``v_k^T A^T A v_k``). The iterate's angle to the top singular vector decays like
     ``(sigma_2/sigma_1)^(2k)``, the estimate's relative error like ``(sigma_2/sigma_1)^(4k)`` (section 5.2)."""
