@@ -238,13 +238,14 @@ def train_graph_classifier(
     return train_steps(model, loss, optimizer, batches(), steps, progress=False)
 
 
-def predict_graphs(model: GraphClassifier, graphs) -> np.ndarray:
-    """The predicted class of every graph (pairs (X, edges)), in one batch, with the model in eval mode."""
+def graph_scores(model: GraphClassifier, graphs) -> np.ndarray:
+    """The class scores (B, n_classes) of every graph (pairs (X, edges)), in one batch, with the model in eval
+    mode; the predicted class is ``graph_scores(model, graphs).argmax(1)``."""
     X, edges, batch, n_graphs = batch_graphs(graphs)
     dev = model_device(model)
     with eval_mode(model), torch.no_grad():
         logits = model(GraphBatch(X.to(dev), edges.to(dev), batch.to(dev), n_graphs))
-    return to_numpy(logits.argmax(dim=1))
+    return to_numpy(logits)
 
 
 def laplacian_pe(L, k: int) -> np.ndarray:
