@@ -7,7 +7,15 @@ import math
 import numpy as np
 
 from ..activations import log_softmax, softmax
-from ..tricks import batch_norm, distill_loss, dropout_all_masks, init_std, l1_minimiser, paired_difference
+from ..tricks import (
+    batch_norm,
+    distill_loss,
+    dropout_all_masks,
+    init_std,
+    l1_minimiser,
+    paired_difference,
+    tempered_nll,
+)
 from .core import Hint, close, grader
 
 # ----------------------------------------------------------------------------- 8.1 initialisation
@@ -449,5 +457,67 @@ grade_paired_difference = grader(
             lambda a, b: (float(np.mean(a - b)), float(np.std(a - b, ddof=1) / math.sqrt(len(a)))),
             "standard error",
         ),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- 8.11 the practitioner's toolkit
+
+
+def _nll_cases(rng):
+    cases = [(rng.normal(size=(6, 4)) * 3, rng.integers(0, 4, size=6), 2.5)]
+    large = np.array([[4000.0, 0.0, -4000.0], [0.0, 3600.0, 4.0]])  # G / T up to 1000: exp overflows
+    cases.append((large, np.array([0, 2]), 4.0))
+    return cases + [
+        (rng.normal(size=(N, K)) * 2, rng.integers(0, K, size=N), T) for N, K, T in [(10, 5, 0.5)]
+    ]
+
+
+def _nll_variant(G, y, T, *, divide=True, mean=True, temper_after=False):
+    """The tempered negative log-likelihood written with one typical mistake."""
+    scaled = G if temper_after else (G / T if divide else G * T)
+    log_q = log_softmax(scaled, axis=1)[np.arange(len(y)), y]
+    if temper_after:
+        log_q = log_q / T
+    return float(-(log_q.mean() if mean else log_q.sum()))
+
+
+def _naive_nll(G, y, T):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        E = np.exp(G / T)
+        return float(-np.log(E[np.arange(len(y)), y] / E.sum(axis=1)).mean())
+
+
+grade_tempered_nll = grader(
+    "tempered_nll",
+    "G, y, T",
+    lambda G, y, T: tempered_nll(G, y, T),
+    _nll_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_nll_variant(*a, divide=False), g),
+            "divide the logits by the temperature, softmax(G / T): T > 1 softens the probabilities, T * G would "
+            "sharpen them.",
+        ),
+        Hint(
+            lambda a, e, g: close(len(a[1]) * e, g),
+            "average over the N rows: temperature scaling minimises the mean, not the sum, of -log q_{i, y_i}.",
+        ),
+        Hint(
+            lambda a, e, g: close(_nll_variant(*a, temper_after=True), g),
+            "the temperature divides the logits before the softmax; dividing the log-probabilities afterwards "
+            "is a different function of T.",
+        ),
+        Hint(
+            lambda a, e, g: not np.isfinite(g),
+            "the result is not finite: exp of a large logit overflows. Subtract each row's maximum of G / T before "
+            "exponentiating (it cancels in the softmax).",
+        ),
+    ),
+    mistakes=(
+        (lambda G, y, T: _nll_variant(G, y, T, divide=False), "divide the logits"),
+        (lambda G, y, T: _nll_variant(G, y, T, mean=False), "average over the N rows"),
+        (lambda G, y, T: _nll_variant(G, y, T, temper_after=True), "before the softmax"),
+        (_naive_nll, "overflows"),
     ),
 )

@@ -12,6 +12,8 @@ per section, in the order of the chapter:
   score function.
 - `compared` (8.10, notebook 07): ensemble probabilities, mean and spread over runs, paired differences, the
   paired t-test and Holm's correction.
+- `toolkit` (8.11, notebook 08): the learning-rate range test, temperature scaling, loss scaling of float16
+  gradients, averaged weights.
 - `common`: what several sections share: the dropout layer and the digits MLP, its one trainer
   `train_digits_classifier` (every trick a keyword), predictions, digit augmentation, the tempered softmax and
   the soft cross-entropy.
@@ -94,6 +96,16 @@ from .residual_reparam import (
     pathwise_grad,
     residual_stack_norms,
     score_function_grad,
+)
+from .toolkit import (
+    Autocast,
+    RangeTest,
+    ScaledGradient,
+    averaged_model,
+    fit_temperature,
+    half_precision_gradients,
+    lr_range_test,
+    tempered_nll,
 )
 from .weight_decay import (
     EarlyStop,
@@ -181,4 +193,12 @@ __all__ = [
     "weight_norm",
     "weight_norm_grads",
     "weighted_geometric_mean",
+    "Autocast",
+    "RangeTest",
+    "ScaledGradient",
+    "averaged_model",
+    "fit_temperature",
+    "half_precision_gradients",
+    "lr_range_test",
+    "tempered_nll",
 ]
