@@ -2,6 +2,7 @@
 
     python scripts/build_book.py            # as CI does: clean, build with -W, 2 notebooks at a time
     python scripts/build_book.py --jobs 1   # one at a time
+    python scripts/build_book.py --pdf      # and print the whole book as one PDF (scripts/book_pdf.py)
 
 Jupyter Book's own `jupyter-book build .` also works (it caches executed notebooks and uses one core), but its
 cache does not notice edits to dlnotes; this script always starts clean. It records what the tests need:
@@ -130,7 +131,14 @@ def widget_frames() -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
-    sys.exit(build(parser.parse_args().jobs))
+    parser.add_argument("--pdf", action="store_true", help="then print the book as _build/dlnotes.pdf")
+    args = parser.parse_args()
+    status = build(args.jobs)
+    if status == 0 and args.pdf:
+        import book_pdf  # needs Chromium and the test extra (Playwright, pypdf)
+
+        book_pdf.build_pdf()
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ unit and seeds alongside site, see CI_GROUPS):
             declares (pyproject.toml), ipywidgets 7 as on Colab among them; torch as pinned (its floor, 2.9, comes
             only as a CUDA build of several GB)
   build     the book from scratch, two notebooks at a time (scripts/build_book.py), seed 0
-  site      the tests of the built book, of the website in headless Chromium and of every widget's frames
+  site      the tests of the built book, of the website in headless Chromium, of the PDF printed from it and of
+            every widget's frames
             (`pytest -m "book or browser or frames"`)
   seeds     every notebook under nbval once more with another seed: 1 for the first, third, ... notebook
             (in path order), 2 for the others (the build ran seed 0)
