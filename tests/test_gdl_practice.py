@@ -97,9 +97,9 @@ def test_batch_is_the_block_diagonal_union_and_readout_groups_graphs():
     A = torch.zeros(7, 7)
     A[batch.edges[1], batch.edges[0]] = 1
     blocks = torch.block_diag(*(torch.as_tensor(nx.to_numpy_array(G, weight=None)).float() for G in graphs))
-    assert torch.equal(A, blocks) and batch.batch.tolist() == [0, 0, 0, 0, 1, 1, 1]
-    assert readout(batch.X, batch.batch, 2, "sum").tolist() == [[4, 4], [3, 3]]
-    assert readout(batch.X, batch.batch, 2, "mean").tolist() == [[1, 1], [1, 1]]
+    assert torch.equal(A, blocks) and batch.graph_index.tolist() == [0, 0, 0, 0, 1, 1, 1]
+    assert readout(batch.X, batch.graph_index, 2, "sum").tolist() == [[4, 4], [3, 3]]
+    assert readout(batch.X, batch.graph_index, 2, "mean").tolist() == [[1, 1], [1, 1]]
 
 
 def test_classifier_layer_is_a_gin_layer():

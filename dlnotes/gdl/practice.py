@@ -145,7 +145,7 @@ class MultiHeadGAT(nn.Module):
 class GraphBatch(NamedTuple):
     X: torch.Tensor  # node features of all graphs, stacked (sum of M_b, F)
     edges: torch.Tensor  # edge list (2, E) with node indices shifted by the graph's offset
-    batch: torch.Tensor  # graph of every node (sum of M_b,), 0..B-1
+    graph_index: torch.Tensor  # the graph of every node (sum of M_b,), 0..B-1 (the batch vector)
     n_graphs: int
 
 
@@ -158,13 +158,14 @@ def batch_graphs(graphs) -> GraphBatch:
         raise TypeError("graphs must be a non-empty list of pairs (X, edges)")
     offsets = np.cumsum([0] + [len(X) for X, _ in graphs])
     edges = [_check_edges(E, len(X)) + int(offset) for (X, E), offset in zip(graphs, offsets, strict=False)]
-    batch = torch.repeat_interleave(torch.arange(len(graphs)), torch.as_tensor(np.diff(offsets)))
-    return GraphBatch(torch.cat([X for X, _ in graphs]), torch.cat(edges, dim=1), batch, len(graphs))
+    graph_index = torch.repeat_interleave(torch.arange(len(graphs)), torch.as_tensor(np.diff(offsets)))
+    return GraphBatch(torch.cat([X for X, _ in graphs]), torch.cat(edges, dim=1), graph_index, len(graphs))
 
 
-def readout(H: torch.Tensor, batch: torch.Tensor, n_graphs: int, how: str = "sum") -> torch.Tensor:
-    """One vector per graph, (B, F): the sum or the mean of the rows of H that `batch` assigns to each graph."""
-    return scatter_aggregate(H, batch.to(H.device), n_graphs, check_choice(how, "how", ("sum", "mean")))
+def readout(H: torch.Tensor, graph_index: torch.Tensor, n_graphs: int, how: str = "sum") -> torch.Tensor:
+    """One vector per graph, (B, F): the sum or the mean of the rows of H that `graph_index` (the batch vector)
+    assigns to each graph."""
+    return scatter_aggregate(H, graph_index.to(H.device), n_graphs, check_choice(how, "how", ("sum", "mean")))
 
 
 class GraphClassifier(nn.Module):
@@ -188,7 +189,7 @@ class GraphClassifier(nn.Module):
         H, pooled = graphs.X, []
         for mlp in self.mlps:
             H = mlp(H + sparse_message_passing(H, graphs.edges, lambda x_m, x_n, e: x_n, self.aggregate))
-            pooled.append(readout(H, graphs.batch, graphs.n_graphs, self.aggregate))
+            pooled.append(readout(H, graphs.graph_index, graphs.n_graphs, self.aggregate))
         return self.head(torch.cat(pooled, dim=1))
 
 
@@ -241,10 +242,10 @@ def train_graph_classifier(
 def graph_scores(model: GraphClassifier, graphs) -> np.ndarray:
     """The class scores (B, n_classes) of every graph (pairs (X, edges)), in one batch, with the model in eval
     mode; the predicted class is ``graph_scores(model, graphs).argmax(1)``."""
-    X, edges, batch, n_graphs = batch_graphs(graphs)
+    X, edges, graph_index, n_graphs = batch_graphs(graphs)
     dev = model_device(model)
     with eval_mode(model), torch.no_grad():
-        logits = model(GraphBatch(X.to(dev), edges.to(dev), batch.to(dev), n_graphs))
+        logits = model(GraphBatch(X.to(dev), edges.to(dev), graph_index.to(dev), n_graphs))
     return to_numpy(logits)
 
 
