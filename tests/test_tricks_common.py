@@ -150,7 +150,7 @@ def test_mixup_mixes_fresh_pairs_and_weights_at_every_step():
     )
     net = initial_model(3, 16)
     data_seed = int(np.random.default_rng(3).integers(2**31, size=2)[1])
-    mixing = np.random.default_rng([data_seed, 1])
+    mixing = np.random.default_rng(data_seed + 1)
     t = 0.9 * np.eye(10)[Y_SMALL] + 0.01
     losses = []
     for _ in range(3):

@@ -291,7 +291,7 @@ def train_digits_classifier(
             if y.ndim == 1
             else torch.as_tensor(y, dtype=torch.float32, device=dev)
         )
-        mixing = np.random.default_rng([data_seed, 1])  # the partners and weights, apart from the batch order
+        mixing = check_rng(data_seed + 1)  # the partners and weights, apart from the batch order
 
         def loss(model, batch):
             X_b, t_b = batch
