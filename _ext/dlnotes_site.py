@@ -14,6 +14,9 @@
   the "Common mistakes" boxes, which are block quotes everywhere else (the ``mistakes`` class is added here).
 * The entries of ``references.md`` start with an HTML anchor named by the BibTeX key, which every Markdown reader
   honours; MyST resolves a link ``references.md#key`` only to ids it knows, so the anchors are registered.
+* Accessibility: a figure's alt text comes from its output's metadata (``dlnotes.alt_text``) instead of its file
+  name; ``static/dlnotes-a11y.js`` names the widgets' sliders by their labels and makes the theme's buttons'
+  names contain their visible words.
 * Two extensions of Jupyter Book leave open whether they are safe to read in parallel; they are, and saying
   so lets ``scripts/build_book.py`` execute notebooks on several cores.
 """
@@ -242,11 +245,37 @@ def mark_common_mistakes(app: Sphinx, doctree: nodes.document) -> None:
             quote["classes"].append("mistakes")
 
 
+# ----------------------------------------------------------------------------- accessible pages
+
+
+def alt_from_output_metadata() -> None:
+    """myst-nb names a notebook image by its file path; the book's notebooks store a description of every figure in
+    the output's metadata (``{"image/png": {"alt": ...}}``, written by ``dlnotes.alt_text``): use it as the alt."""
+    from myst_nb.core.render import NbElementRenderer
+
+    render_image = NbElementRenderer.render_image
+    if getattr(render_image, "reads_alt", False):
+        return
+
+    def render_image_with_alt(self, data):
+        images = render_image(self, data)
+        alt = data.output_metadata.get(data.mime_type, {}).get("alt")
+        for image in images:
+            if alt and isinstance(image, nodes.image):
+                image["alt"] = alt
+        return images
+
+    render_image_with_alt.reads_alt = True
+    NbElementRenderer.render_image = render_image_with_alt
+
+
 def setup(app: Sphinx) -> dict:
     os.environ["DLNOTES_WIDGET_FRAMES"] = "1"  # the kernels that execute the notebooks inherit it
     app.connect("config-inited", declare_parallel_read_safe)
     app.connect("config-inited", add_static)
     app.add_css_file("dlnotes.css")
+    app.add_js_file("dlnotes-a11y.js")
+    alt_from_output_metadata()
     app.connect("builder-inited", check_vendor)
     app.connect("source-read", name_the_notebook)
     app.connect("build-finished", copy_vendor)

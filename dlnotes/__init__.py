@@ -1,12 +1,13 @@
 """dlnotes — the helper package of an executable deep-learning textbook.
 
-Each chapter has a module (``dlnotes.connectionism``, ...); the shared ones are ``activations``, ``checks``,
+Each chapter has a module (``dlnotes.connectionism``, ...); the shared ones are ``activations``, ``alt_text``, ``checks``,
 ``data``, ``embeddings``, ``plotting``, ``text``, ``training``, ``validation`` and the ``widgets`` package.
 The few names every notebook needs are re-exported here.
 """
 
 import os
 
+from .alt_text import describe, show_alt_texts
 from .checks import check
 from .plotting import use_style
 from .training import device, seed_each_cell, seed_everything, use_threads
@@ -18,6 +19,7 @@ WIDGETS_NEED_A_KERNEL = (
 )
 __all__ = [
     "check",
+    "describe",
     "device",
     "seed_each_cell",
     "seed_everything",
@@ -42,6 +44,7 @@ def setup_notebook(version: str) -> int:
     seed_each_cell(seed)
     use_threads()
     use_style()
+    show_alt_texts()
     if not os.environ.get("DLNOTES_WIDGET_FRAMES"):  # set by the website's build, see dlnotes.widgets.core
         print(WIDGETS_NEED_A_KERNEL)
     return seed

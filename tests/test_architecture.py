@@ -19,7 +19,17 @@ from conftest import ROOT
 from test_hygiene import NOTEBOOKS
 
 PACKAGE = ROOT / "dlnotes"
-SHARED = {"activations", "checks", "data", "embeddings", "plotting", "text", "training", "validation"}
+SHARED = {
+    "activations",
+    "alt_text",
+    "checks",
+    "data",
+    "embeddings",
+    "plotting",
+    "text",
+    "training",
+    "validation",
+}
 CHAPTERS = {
     "connectionism",
     "feedforward",

@@ -22,6 +22,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..alt_text import alt_text
 from ..plotting import compact_png, figure_png
 from ..validation import check_callable
 
@@ -87,14 +88,16 @@ def interactive_figure(
     output = widgets.Output()
 
     def redraw(_change=None) -> None:
-        fig = draw(**{name: control.value for name, control in controls.items()})
+        setting = {name: control.value for name, control in controls.items()}
+        fig = draw(**setting)
         png = base64.b64encode(figure_png(fig)).decode("ascii")
+        alt = frame_alt_text(fig, controls, setting)
         plt.close(fig)
         output.outputs = (
             {
                 "output_type": "display_data",
                 "data": {"image/png": png, "text/plain": "<Figure>"},
-                "metadata": {},
+                "metadata": {"image/png": {"alt": alt}},
             },
         )
 
@@ -103,6 +106,12 @@ def interactive_figure(
     redraw()
     box = widgets.Box(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
     return widgets.VBox([box, output])
+
+
+def frame_alt_text(fig: plt.Figure, controls: dict[str, widgets.ValueWidget], setting: dict) -> str:
+    """The alt text of a widget's figure: `alt_text` of the figure and the controls' values it was drawn for."""
+    values = ", ".join(f"{controls[name].description} = {value}" for name, value in setting.items())
+    return f"{alt_text(fig)} Drawn for {values}."
 
 
 def _keep_width(control: widgets.ValueWidget) -> None:
@@ -166,6 +175,7 @@ def frame_player(
     def frame(setting: dict) -> widgets.Image:
         fig = draw(**setting)
         png = compact_png(fig)
+        alt = frame_alt_text(fig, controls, setting)  # the page's script makes the tooltip the image's alt
         plt.close(fig)
         sizes.append(len(png))
         position = "-".join(str(pickers[name].index) for name in varying)  # the pickers' indices, for tests
@@ -173,6 +183,7 @@ def frame_player(
             value=png,
             format="png",
             layout=widgets.Layout(max_width="100%"),
+            tooltip=alt,
             _dom_classes=[f"frame-{position}"],
         )
 
