@@ -11,6 +11,7 @@ import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Rectangle
 
+from ..alt_text import describe
 from ..cnn import KERNELS, conv2d_im2col, conv_output_size, receptive_field, receptive_field_mask
 from ..data import FASHION_CLASSES, load_fashion_mnist, load_karate_club
 from ..embeddings import (
@@ -69,6 +70,12 @@ def kernel_explorer() -> widgets.VBox:
         ax_y.set_title(r"feature map $w \star x$ (zero padding)")
         for ax in (ax_x, ax_w, ax_y):
             ax.set(xticks=[], yticks=[])
+        describe(
+            fig,
+            f"A {image} from Fashion-MNIST, the kernel ({'typed' if kernel.strip() else preset}) with its entries "
+            "written in its cells, and the feature map it produces, red where the response is positive and blue "
+            "where it is negative; the map is strongest where the image has the pattern the kernel matches.",
+        )
         return fig
 
     return interactive_figure(
@@ -123,6 +130,13 @@ def conv_arithmetic() -> widgets.VBox:
             ax.set(xlim=(0, extent), ylim=(extent, 0), aspect="equal", xticks=[], yticks=[], title=title)
             ax.axis("off")
         fig.suptitle(rf"$\lfloor ({n} + 2\cdot{p} - {d}\cdot({k}-1) - 1) / {s} \rfloor + 1 = {m}$")
+        describe(
+            fig,
+            f"The {n} by {n} input as a grid of cells with zero padding {p} (grey cells), and the taps of "
+            f"the first two output cells marked in blue and orange ({k} by {k} taps spaced {d} apart by the "
+            f"dilation, the two windows {s} apart by the stride), and the {m} by {m} output grid with those two "
+            f"cells marked; the output size is floor of (n + 2p - d(k - 1) - 1) / s, plus 1, = {m}.",
+        )
         return fig
 
     return interactive_figure(
@@ -166,6 +180,12 @@ def receptive_field_explorer() -> widgets.VBox:
             fontsize=10,
         )
         ax.set(xticks=[], yticks=[])
+        describe(
+            fig,
+            f"A 28 by 28 test image with the receptive field of the centre output of {layers} stacked "
+            f"convolutions shaded red, as autograd finds it: it spans {r} by {r} pixels around the centre, "
+            "as the formula for r says, clipped at the image's border and with gaps where dilations skip pixels.",
+        )
         return fig
 
     return interactive_figure(
@@ -205,6 +225,12 @@ def deepwalk_training() -> widgets.VBox:
         )
         ax.legend()
         fig.subplots_adjust(left=0.16)  # room for the widest tick labels
+        describe(
+            fig,
+            f"The {len(club)} members of the karate club as labelled points on the first two principal components of "
+            f"their DeepWalk embeddings after {epochs} epochs, circles and squares for the two factions; mean "
+            f"cosine similarity within factions {within:.2f} against {across:.2f} across them.",
+        )
         return fig
 
     return interactive_figure(
