@@ -8,6 +8,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..alt_text import describe
 from ..data import load_digits
 from ..generative import (
     ddpm_sample,
@@ -62,6 +63,12 @@ def pca_reconstruction_explorer() -> widgets.VBox:
             fontsize=10,
         )
         fig.subplots_adjust(left=0.04, right=0.98, top=0.86, bottom=0.17)
+        describe(
+            fig,
+            f"Eight 8 by 8 digits (top row) above their rank-{k} PCA reconstructions (bottom row), and the "
+            f"explained variance against the rank k, a rising curve with rank {k} marked at "
+            f"{explained[k - 1]:.1%}; the reconstructions sharpen as k grows and are exact at k = 64.",
+        )
         return fig
 
     return interactive_figure(
@@ -110,6 +117,12 @@ def kl_direction_explorer() -> widgets.VBox:
         )
         ax.legend(fontsize=8, loc="upper left")
         fig.tight_layout()
+        describe(
+            fig,
+            f"The two-mode target density with modes at plus and minus {separation:g} (grey) and the best "
+            "Gaussian under each direction of the KL: the forward fit (solid) spreads over both modes, the "
+            "reverse fit (dashed) sits on one mode once the modes are apart.",
+        )
         return fig
 
     return interactive_figure(
@@ -169,6 +182,14 @@ def game_explorer() -> widgets.VBox:
             title=f"after {steps} steps: {norms[-1]:.3g}",
         )
         fig.tight_layout()
+        trend = "grows" if norms[-1] > norms[0] else "shrinks" if norms[-1] < norms[0] else "stays"
+        describe(
+            fig,
+            f"Left: the path of {method} gradient play with step size η = {eta:g} in the plane of the "
+            "generator's θ and the discriminator's φ, from (1, 1) around the equilibrium at the origin. Right: "
+            f"its distance to the equilibrium against the step on a log scale, which {trend} over {steps} "
+            "steps.",
+        )
         return fig
 
     return interactive_figure(
@@ -231,6 +252,13 @@ def diffusion_explorer() -> widgets.VBox:
         ax_r.set(title=rf"reverse: ancestral sampling with $\varepsilon^*$, at $t = {t}$", xlabel="$x_1$")
         fig.suptitle(r"grey: the density $q_t$ of $x_t$; both clouds should match it", fontsize=10)
         fig.tight_layout()
+        describe(
+            fig,
+            f"Two scatter plots at step t = {t} over grey contours of the noised three-component mixture: "
+            "left, data points noised by the forward process, coloured by component; right, points of "
+            "ancestral sampling with the exact noise predictor. The two clouds match the same contours, "
+            f"three separate blobs near t = 0 and one standard Gaussian blob near t = {schedule.T}.",
+        )
         return fig
 
     return interactive_figure(
