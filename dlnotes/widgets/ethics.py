@@ -14,6 +14,7 @@ from scipy import stats
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_curve
 
+from ..alt_text import describe
 from ..data import load_digits_split
 from ..ethics import (
     REDUNDANT_FEATURES,
@@ -114,6 +115,13 @@ def unit_ball_explorer() -> widgets.VBox:
         q_text = "∞" if q == np.inf else f"{q:g}"
         ax.set_title(f"p = {p_label}: dual exponent q = {q_text}{', as for p = 1' if p < 1 else ''}")
         ax.legend(handles=[ball, support, maximiser], loc="lower left", fontsize=8)
+        describe(
+            fig,
+            f"The 2-D unit ball of the ℓp norm for p = {p_label} (shaded, with the balls of p = 1, 2 and ∞ "
+            f"dashed for reference), an arrow for w at {angle} degrees, and the point δ* of the ball that "
+            "maximises w transpose δ, where the supporting line w transpose δ = the dual norm of w touches "
+            "the ball.",
+        )
         return fig
 
     return interactive_figure(
@@ -193,6 +201,13 @@ def adversarial_explorer() -> widgets.VBox:
         ax.set(xticks=classes, xlabel="class $k$", ylabel=r"$P(k\mid\cdot)$", ylim=(0, 1.05))
         ax.set_title(f"{attack}, ε = {eps:.2f}", fontsize=10)
         ax.legend(fontsize=9, loc="upper right")
+        outcome = f"now classified as a {y_adv}" if y_adv != y_true else f"still classified as a {y_true}"
+        describe(
+            fig,
+            f"The clean test digit, the {attack} perturbation δ of budget ε = {eps:.2f} (red positive, blue "
+            f"negative), and the perturbed digit, {outcome}; bars compare the class probabilities before (grey) "
+            "and after the attack.",
+        )
         return fig
 
     return interactive_figure(
@@ -273,6 +288,13 @@ def robust_linear_explorer() -> widgets.VBox:
         )
         ax_acc.legend(fontsize=9)
         fig.tight_layout()
+        describe(
+            fig,
+            f"Left: two classes of points in the plane with the standard decision line (dashed) and the line "
+            f"fitted on the robust loss for ε = {eps:g}, and the shaded band of points an attack of that budget "
+            "can flip (circled). Right: the worst-case training accuracy against the budget ε for the standard "
+            "fit, for the robust fit at the same ε, and the robust fit's clean accuracy.",
+        )
         return fig
 
     return interactive_figure(
@@ -340,6 +362,12 @@ def smoothing_explorer() -> widgets.VBox:
         )
         ax.legend(fontsize=9)
         fig.tight_layout()
+        describe(
+            fig,
+            f"Certified accuracy of the smoothed classifier against the ℓ2 radius for noise σ = {sigma:g} (bold) "
+            f"and the other noise levels (grey), with n = {n} noisy copies; every curve falls with the radius, "
+            f"and no radius beyond the dotted line at {cap:.2f} can be certified.",
+        )
         return fig
 
     return interactive_figure(
@@ -413,6 +441,13 @@ def profile_explorer() -> widgets.VBox:
         for c, bar in enumerate(bars):
             bar.set(height=p_t[c], color="C0" if c == k else "C1" if c == other else "lightgrey")
         ax_bar.set_title(f"prediction at $t$: {int(p_t.argmax())} ({p_t.max():.2f})")
+        describe(
+            fig,
+            f"The {digit} with its most sensitive pixel, {j}, boxed in red and set to {t:.2f}; its "
+            f"ceteris-paribus profile, the probabilities of class {k} (predicted for the digit) and class "
+            f"{other} (the runner-up) as that pixel alone goes from 0 to 1; and the class probabilities at "
+            f"this value, with the prediction {int(p_t.argmax())}.",
+        )
         return fig
 
     return interactive_figure(
@@ -466,6 +501,12 @@ def shap_waterfall_explorer() -> widgets.VBox:
         ax.set(xlabel=output, title=f"SHAP waterfall, {example}")
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9)
         fig.tight_layout()
+        describe(
+            fig,
+            f"A SHAP waterfall of the {output} for {example}: one horizontal bar per feature (green pushes up, "
+            f"red pushes down) walking from the average output {base:.3f} (dashed) to the prediction "
+            f"{ends[-1]:.3f} (solid).",
+        )
         return fig
 
     return interactive_figure(
@@ -532,6 +573,13 @@ def fairness_threshold_explorer() -> widgets.VBox:
                 bar.set_height(value)
         ax_bar.set_title(
             rf"$\Delta_{{DP}}$ = {gaps.dp:.2f}, $\Delta_{{EO}}$ = {gaps.eo:.2f}, TPR gap = {gaps.tpr:.2f}"
+        )
+        describe(
+            fig,
+            f"Left: the ROC curve of each group with its operating point at thresholds {t0:g} (group 0) and "
+            f"{t1:g} (group 1). Right: bars of each group's positive rate, true- and false-positive rates and "
+            f"precision; demographic-parity gap {gaps.dp:.2f}, equalised-odds gap {gaps.eo:.2f}, TPR gap "
+            f"{gaps.tpr:.2f}.",
         )
         return fig
 
