@@ -8,6 +8,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from sklearn.datasets import make_blobs
 
+from ..alt_text import describe
 from ..connectionism import (
     cover_count,
     digit_prototypes,
@@ -40,6 +41,11 @@ def perceptron_vs_max_margin() -> widgets.VBox:
             max_margin = max_margin_classifier(X, y)
         except ValueError:
             ax.set_title("not linearly separable: no maximum-margin classifier")
+            describe(
+                fig,
+                "Two Gaussian clusters of labelled points (circles y = −1, squares y = +1) that overlap at "
+                "this distance of their centres: no line separates them, so no boundary is drawn.",
+            )
             return fig
         perceptron = perceptron_train(X, y, max_epochs=1000)
         for (w, b), style, name in (
@@ -50,6 +56,12 @@ def perceptron_vs_max_margin() -> widgets.VBox:
             ax.plot(grid, -(w[0] * grid + b) / w[1], "k" + style, label=f"{name}: γ = {gamma:.2f}")
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=9)
         ax.set_title(f"separation {separation:.1f}")
+        describe(
+            fig,
+            "Two Gaussian clusters of labelled points (circles y = −1, squares y = +1) with the perceptron's "
+            "separating line dashed and the maximum-margin line solid, each with its margin γ in the legend; no "
+            "line has a larger margin than the maximum-margin line.",
+        )
         return fig
 
     return interactive_figure(
@@ -82,6 +94,12 @@ def novikoff_bound() -> widgets.VBox:
         ax.set_title(f"margin {margin:.2f}: {n} updates ≤ bound {bound:.0f}")
         ax.set(xlabel=r"margin $\gamma$ of the data", ylabel="number of updates")
         ax.legend()
+        describe(
+            fig,
+            "Number of perceptron updates and Novikoff's bound, R over γ squared, against the margin γ of "
+            "the data on a log scale, with the chosen margin marked by a grey line; the observed updates stay "
+            "below the bound at every margin.",
+        )
         return fig
 
     return interactive_figure(
@@ -106,6 +124,12 @@ def cover_phase_transition() -> widgets.VBox:
         ax.set(xlabel="points per dimension s/n", ylabel="separable fraction $C(s,n)/2^s$", xlim=(0, 4))
         ax.set_title("grey: n = 5 and n = 50")
         ax.legend()
+        describe(
+            fig,
+            f"Cover's separable fraction C(s, n) over 2 to the s against s/n for n = {n}, with the curves "
+            "for n = 5 and n = 50 in grey and s = 2n dotted; the curve passes through one half at s = 2n and "
+            "its step from 1 to 0 is the sharper the larger n.",
+        )
         return fig
 
     return interactive_figure(
@@ -146,6 +170,13 @@ def hopfield_recall() -> widgets.VBox:
                 image.set_visible(stored)
             column[0].set_title("" if stored else "not stored", fontsize=8)
             column[2].set_xlabel(("✔" if np.array_equal(states[2], P[t]) else "✘") if stored else "")
+        describe(
+            fig,
+            f"Three rows of 8 by 8 images, one column per digit prototype: the {patterns} stored digits, "
+            f"copies with a share {noise:.2f} of their pixels flipped, and the states the network settles in, "
+            "each marked with a tick when it equals the stored digit and a cross when not; the columns of "
+            "digits that are not stored stay empty.",
+        )
         return fig
 
     return interactive_figure(
