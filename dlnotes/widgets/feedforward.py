@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..activations import ACTIVATIONS
+from ..alt_text import describe
 from ..feedforward import (
     lstsq_closed_form,
     polynomial_features,
@@ -39,6 +40,12 @@ def ridge_polynomial() -> widgets.VBox:
         )
         ax.set(xlabel="$x$", ylabel="$y$", ylim=(-2, 2), title=f"$\\lambda = 10^{{{log10_lambda:.1f}}}$")
         ax.legend(loc="lower left", fontsize=9)
+        describe(
+            fig,
+            "A degree-12 polynomial fitted by ridge regression to 20 noisy samples of sin(2πx), with the "
+            "true sine dotted; a small λ lets the fit wiggle through the samples with large weights, a large λ "
+            "flattens it.",
+        )
         return fig
 
     return interactive_figure(
@@ -68,6 +75,11 @@ def universal_approximation() -> widgets.VBox:
         sup = np.abs(g - f(x_eval)).max()
         ax.set(xlabel="$x$", ylabel="$y$", title=f"width m = {width}: sup error {sup:.3f}")
         ax.legend(loc="upper center", fontsize=9)
+        describe(
+            fig,
+            f"The target sin 3x + |x| as a thick grey curve and the least-squares fit of a network with "
+            f"{width} random tanh units over −π to π; the title gives the largest error of the fit.",
+        )
         return fig
 
     return interactive_figure(
@@ -99,6 +111,16 @@ def relu_regions() -> widgets.VBox:
         bound = f", at most {zaslavsky_bound(width, 2)} for one layer" if depth == 1 else ""
         ax.set(xlabel="$x_1$", ylabel="$x_2$", title=f"{n_regions} regions visible in the square{bound}")
         ax.grid(False)
+        shape = (
+            "cut by straight lines"
+            if depth == 1
+            else "bounded by lines that bend at the walls of earlier layers"
+        )
+        describe(
+            fig,
+            f"The {n_regions} linear regions that a random ReLU network with {depth} hidden layer{'s' * (depth > 1)} of "
+            f"{width} units shows on the square from −2 to 2, each in its own colour, {shape}.",
+        )
         return fig
 
     return interactive_figure(
@@ -121,6 +143,9 @@ def activation_functions() -> widgets.VBox:
         ax.axhline(0, color="k", lw=0.5)
         ax.set(xlabel="$z$", ylabel="value", ylim=(-1.5, 4), title=activation)
         ax.legend()
+        describe(
+            fig, f"The activation function {activation} and its derivative, dashed, against z from −4 to 4."
+        )
         return fig
 
     return interactive_figure(
