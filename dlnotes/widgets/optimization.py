@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..alt_text import describe
 from ..optimization import (
     adam_step,
     gd,
@@ -67,6 +68,19 @@ def quadratic_gd() -> widgets.VBox:
         loss.set_data(np.arange(len(values)), values)
         ax_loss.relim()
         ax_loss.autoscale_view()
+        if eta_times_L < 2:
+            fate = "η < 2/L, so the loss goes to zero" + (
+                ", the path zig-zagging across the valley since η > 1/L" if eta_times_L > 1 else ""
+            )
+        else:
+            fate = "η ≥ 2/L, so gradient descent does not converge" + (
+                " and diverges" if eta_times_L > 2 else ""
+            )
+        describe(
+            fig,
+            f"Left: 60 gradient-descent steps from the same start over the level sets of a quadratic with "
+            f"condition number κ = {kappa:.0f}; right: the loss against the step on a log scale. Here {fate}.",
+        )
         return fig
 
     return interactive_figure(
@@ -117,6 +131,12 @@ def optimizer_race() -> widgets.VBox:
             xlabel="step", ylabel="loss", ylim=(1e-6, LOSS_SHOWN), title=f"{steps} steps from (-1.5, 2)"
         )
         ax_loss.legend(fontsize=9)
+        describe(
+            fig,
+            "Left: the paths of gradient descent, heavy ball, Nesterov and Adam (with a 100 times larger "
+            "step) over the level sets of the Rosenbrock valley from (−1.5, 2), its minimum at (1, 1) marked by "
+            "a star; right: their losses against the step on a log scale, a cross where a run diverged.",
+        )
         return fig
 
     return interactive_figure(
@@ -149,6 +169,13 @@ def robbins_monro() -> widgets.VBox:
             ax.loglog(np.arange(1, T + 1), np.mean(xs[1:] ** 2, axis=1), label=name)
         ax.set(xlabel="step $t$", ylabel=r"$\|\theta_t\|^2 / d$", title="Robbins–Monro needs 1/2 < p <= 1")
         ax.legend()
+        holds = "satisfies" if 0.5 < p <= 1 else "violates"
+        describe(
+            fig,
+            f"Squared error per coordinate of SGD on a noisy quadratic in {d} dimensions against the step "
+            f"on log–log axes, for the decaying step t to the minus {p:.2f} and a constant step 0.1, which "
+            f"stalls at its noise floor; this exponent {holds} the Robbins–Monro conditions 1/2 < p ≤ 1.",
+        )
         return fig
 
     return interactive_figure(
