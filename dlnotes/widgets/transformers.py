@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..alt_text import describe
 from ..transformers import attention, row_entropy, sinusoidal_pe
 from ..validation import check_matrix, check_rng
 from .core import interactive_figure, widget
@@ -69,6 +70,12 @@ def attention_explorer() -> widgets.VBox:
             fontsize=10,
         )
         fig.tight_layout()
+        describe(
+            fig,
+            f"Attention weights of head {head} of a fixed random multi-head layer on the sentence "
+            f"“{sentence}”, queries in rows and keys in columns; a small inverse temperature β spreads every "
+            "row towards uniform weights, a large one concentrates it on a single key.",
+        )
         return fig
 
     return interactive_figure(
@@ -130,6 +137,13 @@ def positional_encoding_explorer() -> widgets.VBox:
         curve.set_ydata(similarity)
         point.set_data([delta], [similarity[delta]])
         ax_c.set_title(f"similarity at $\\Delta = {delta}$: {similarity[delta]:.3f} (same for every $t$)")
+        describe(
+            fig,
+            f"Left: the sinusoidal encodings of {T} positions with d = {d} features, the rows t = 20 and "
+            f"t + Δ marked; middle: all their dot products, P P transpose over d/2, with the diagonal t′ = t + Δ "
+            "dashed; right: the similarity of two positions against their distance, largest at Δ = 0, with "
+            f"the point at Δ = {delta} marked, where it is {similarity[delta]:.3f} for every t.",
+        )
         return fig
 
     return interactive_figure(
