@@ -652,3 +652,71 @@ grade_magnitude_mask = grader(
         (_quantile_mask, "np.quantile interpolates"),
     ),
 )
+
+
+# ----------------------------------------------------------------------------- 9.5 (continued) permutation symmetry
+
+
+def permute_one_hidden_reference(W1, b1, W2, perm):
+    """Reorder the hidden units of a one-hidden-layer network, f(x) = W2 phi(W1 x + b1) + b2, by perm (unit i of
+    the result is unit perm[i]): the rows of W1 (h, d), the entries of b1 (h,) and the columns of W2 (k, h)."""
+    perm = np.asarray(perm)
+    return np.asarray(W1)[perm], np.asarray(b1)[perm], np.asarray(W2)[:, perm]
+
+
+def _permute_cases(rng):
+    chosen = (
+        np.arange(6.0).reshape(3, 2),
+        np.array([0.1, 0.2, 0.3]),
+        np.arange(6.0).reshape(2, 3) + 10,
+        [2, 0, 1],
+    )
+    cases = [chosen]
+    for d, h, k in ((2, 5, 1), (4, 8, 3), (3, 16, 10)):
+        cases.append(
+            (rng.normal(size=(h, d)), rng.normal(size=h), rng.normal(size=(k, h)), rng.permutation(h))
+        )
+    return cases
+
+
+def _columns_forgotten(W1, b1, W2, perm):
+    W1p, b1p, _ = permute_one_hidden_reference(W1, b1, W2, perm)
+    return W1p, b1p, np.asarray(W2)
+
+
+def _bias_forgotten(W1, b1, W2, perm):
+    W1p, _, W2p = permute_one_hidden_reference(W1, b1, W2, perm)
+    return W1p, np.asarray(b1), W2p
+
+
+def _inverse_permutation(W1, b1, W2, perm):
+    return permute_one_hidden_reference(W1, b1, W2, np.argsort(perm))
+
+
+grade_permute_hidden = grader(
+    "permute_hidden",
+    "W1, b1, W2, perm",
+    permute_one_hidden_reference,
+    _permute_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_columns_forgotten(*a), g),
+            "W1 and b1 are right, but W2 still reads the units in the old order: permute the columns of W2 by the "
+            "same perm (W2[:, perm]), otherwise the network computes a different function.",
+        ),
+        Hint(
+            lambda a, e, g: close(_bias_forgotten(*a), g),
+            "the bias b1 belongs to the hidden units: reorder it with the rows of W1 (b1[perm]).",
+        ),
+        Hint(
+            lambda a, e, g: close(_inverse_permutation(*a), g),
+            "you applied the inverse permutation: unit i of the result is unit perm[i] of the network, i.e. "
+            "W1[perm], not W1[np.argsort(perm)]. (Both keep the function; only one is the permutation asked for.)",
+        ),
+    ),
+    mistakes=(
+        (_columns_forgotten, "permute the columns of W2"),
+        (_bias_forgotten, "the bias b1 belongs"),
+        (_inverse_permutation, "inverse permutation"),
+    ),
+)

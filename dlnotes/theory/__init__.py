@@ -16,7 +16,8 @@
   fitting random labels;
 - `pac_bayes` (9.4 continued, ``08_pac_bayes``): the PAC-Bayes bound and its training, flat minima, SAM;
 - `landscape` (9.5, ``09_loss_landscape``): critical points, sharpness and the edge of stability, mode
-  connectivity, lottery tickets.
+  connectivity, lottery tickets; and for ``10_spectrum_symmetry`` (9.5 continued) the Lanczos method, the
+  Hessian's outliers, permutation symmetry and weight / activation matching.
 
 Every public name of the modules is re-exported here (``from dlnotes.theory import empirical_ntk``); notebooks
 import each from the module that defines it.
@@ -98,20 +99,29 @@ from .infinite_width import (
 )
 from .landscape import (
     CRITICAL_KINDS,
+    Lanczos,
     LotteryTrial,
+    Outliers,
     PathLosses,
     Sharpness,
     SharpnessRun,
+    activation_matching,
     bezier_point,
     classify_critical_point,
+    count_outliers,
     fit_bezier,
     gd_sharpness,
+    hessian_spectrum,
+    hidden_activations,
+    lanczos,
     lottery_ticket_trial,
     magnitude_mask,
     magnitude_prune,
     path_losses,
+    permute_hidden,
     sharpness,
     train_masked,
+    weight_matching,
 )
 from .learning import (
     GapCurve,
@@ -284,4 +294,13 @@ __all__ = [
     "train_masked",
     "LotteryTrial",
     "lottery_ticket_trial",
+    "Lanczos",
+    "lanczos",
+    "hessian_spectrum",
+    "Outliers",
+    "count_outliers",
+    "permute_hidden",
+    "weight_matching",
+    "hidden_activations",
+    "activation_matching",
 ]

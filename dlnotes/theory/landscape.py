@@ -3,15 +3,19 @@
 The second-order test at a critical point, the sharpness by power iteration on Hessian-vector products
 (`common.power_iteration`), gradient descent that tracks it (the edge of stability), quadratic Bezier paths
 between two minima and their fitted control point (mode connectivity), and magnitude pruning, masked training
-and the lottery-ticket experiment.
+and the lottery-ticket experiment; for ``10_spectrum_symmetry`` (9.5 continued): the Lanczos method on
+Hessian-vector products (the Hessian's spectrum and its outliers), and the permutation symmetry of hidden units
+with weight matching and activation matching by the Hungarian algorithm.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+import scipy.optimize
 import torch
 from torch import nn
 
@@ -380,3 +384,240 @@ def lottery_ticket_trial(
         ticket.append(trained(init_seed, masks)[1])
         fresh.append(trained(fresh_seed, masks)[1])
     return LotteryTrial(dense, np.array(ticket), np.array(fresh))
+
+
+# ----------------------------------------------------------------------------- 9.5 (continued) the Hessian's spectrum
+
+
+class Lanczos(NamedTuple):
+    ritz: np.ndarray  # the eigenvalues of the tridiagonal T (k,), ascending: approximations of A's
+    weights: np.ndarray  # squared first components of T's eigenvectors (k,), sum 1: quadrature weights
+    alpha: np.ndarray  # the diagonal of T (k,)
+    beta: np.ndarray  # its off-diagonal (k - 1,)
+
+
+def lanczos(
+    matvec: Callable[[np.ndarray], np.ndarray], dim: int, steps: int = 80, rng=None, v0=None
+) -> Lanczos:
+    """The Lanczos method for a symmetric linear map given only through ``matvec(v) = A v`` (e.g. a
+    Hessian-vector product): from a unit start vector q_1 (`v0`, or drawn from `rng`) build an orthonormal basis
+    Q = [q_1 .. q_k] of the Krylov space span{q_1, A q_1, .., A^{k-1} q_1} in which A is tridiagonal,
+
+    .. math:: A q_j = \\beta_{j-1} q_{j-1} + \\alpha_j q_j + \\beta_j q_{j+1},\\qquad T = Q^\\top A Q,
+
+    re-orthogonalising every new vector against all earlier ones (in floating point the three-term recursion
+    alone loses orthogonality and repeats converged eigenvalues). The eigenvalues of T (Ritz values) approximate
+    A's; the extreme ones converge first, after far fewer than `dim` products. The squared first components
+    tau_i^2 of T's eigenvectors are the weights of Gauss quadrature for the spectral measure of A seen from q_1:
+    sum_i tau_i^2 delta(lambda - theta_i) estimates the eigenvalue density (stochastic Lanczos quadrature). Stops
+    early when the Krylov space is invariant (beta_j = 0: then the Ritz values are exact). Section 9.5 (continued).
+    """
+    check_callable(matvec, "matvec")
+    dim = check_int(dim, "dim", 1)
+    steps = check_int(steps, "steps", 1)
+    rng = check_rng(rng)
+    steps = min(steps, dim)
+    if v0 is None:
+        q = rng.standard_normal(dim)
+    else:
+        q = check_vector(v0, "v0", dim).copy()
+        if not q.any():
+            raise ValueError("v0 must be a non-zero vector (the start of the iteration)")
+    Q = np.zeros((steps, dim))
+    Q[0] = q / np.linalg.norm(q)
+    alpha, beta = np.zeros(steps), np.zeros(steps)
+    k = steps
+    for j in range(steps):
+        w = np.asarray(matvec(Q[j]), dtype=float)
+        if w.shape != (dim,):
+            raise ValueError(f"matvec must return a vector of shape ({dim},), got shape {w.shape}")
+        alpha[j] = Q[j] @ w
+        for _ in range(2):  # full re-orthogonalisation, twice ("twice is enough")
+            w -= Q[: j + 1].T @ (Q[: j + 1] @ w)
+        beta[j] = np.linalg.norm(w)
+        if j + 1 == steps:
+            break
+        if beta[j] <= 1e-12 * max(1.0, np.abs(alpha[: j + 1]).max()):  # an invariant subspace: T is exact
+            k = j + 1
+            break
+        Q[j + 1] = w / beta[j]
+    alpha, beta = alpha[:k], beta[: k - 1]
+    T = np.diag(alpha) + np.diag(beta, 1) + np.diag(beta, -1)
+    ritz, S = np.linalg.eigh(T)
+    return Lanczos(ritz, S[0] ** 2, alpha, beta)
+
+
+def hessian_spectrum(
+    loss: Callable[[torch.Tensor], torch.Tensor], theta: torch.Tensor, steps: int = 80, rng=None
+) -> Lanczos:
+    """`lanczos` on the Hessian H = grad^2 L(theta) of a scalar function of a flat vector theta (P,), through the
+    Hessian-vector product `common.hvp` (two backward passes each, never the P x P matrix): the Ritz values
+    approximate H's eigenvalues, the largest ones first. Use float64. Section 9.5 (continued)."""
+    check_callable(loss, "loss")
+    theta = _check_flat(theta).detach()
+
+    def hessian_times(v: np.ndarray) -> np.ndarray:
+        return to_numpy(hvp(loss, theta, torch.from_numpy(v).to(theta)))
+
+    return lanczos(hessian_times, theta.numel(), steps, rng)
+
+
+class Outliers(NamedTuple):
+    count: int  # k*: the number of eigenvalues above the largest gap among the top ones
+    gap: float  # lambda_{k*} / lambda_{k*+1}, the size of that gap
+    ratios: np.ndarray  # lambda_k / lambda_{k+1} for k = 1..top - 1
+
+
+def count_outliers(eigenvalues, top: int = 30, start: int = 1) -> Outliers:
+    """The outliers of a spectrum, defined by its largest gap: sort the eigenvalues in decreasing order,
+    lambda_1 >= lambda_2 >= ..., and return k* = argmax_{start <= k < top} lambda_k / lambda_{k+1} and that ratio
+    (``start=2`` ignores a gap between lambda_1 and the rest, for spectra whose top eigenvalue stands apart by
+    itself). The `top` largest eigenvalues must be positive. A spectrum without outliers decays smoothly (all
+    ratios near 1); one with k outliers has a large ratio at k. Section 9.5 (continued)."""
+    lams = np.sort(check_vector(eigenvalues, "eigenvalues"))[::-1]
+    top = check_int(top, "top", 2, len(lams))
+    start = check_int(start, "start", 1, top - 1)
+    if lams[top - 1] <= 0:
+        raise ValueError(
+            f"eigenvalues: the {top} largest must be positive, the {top}th is {lams[top - 1]:.3g}"
+        )
+    ratios = lams[: top - 1] / lams[1:top]
+    count = start + int(np.argmax(ratios[start - 1 :]))
+    return Outliers(count, float(ratios[count - 1]), ratios)
+
+
+# ----------------------------------------------------------------------------- 9.5 (continued) permutation symmetry
+
+_ELEMENTWISE = (nn.ReLU, nn.Tanh, nn.Sigmoid, nn.GELU, nn.LeakyReLU, nn.ELU, nn.Identity)
+
+
+def _linear_layers(model, name: str = "model") -> list[nn.Linear]:
+    """The Linear layers of an MLP: an nn.Sequential of Linear layers and parameter-free elementwise activations,
+    the layers chained (out_features of one = in_features of the next)."""
+    if not isinstance(model, nn.Sequential):
+        raise TypeError(f"{name} must be a torch.nn.Sequential MLP, got {type(model).__name__}")
+    linears = []
+    for module in model:
+        if isinstance(module, nn.Linear):
+            if module.bias is None:
+                raise ValueError(f"{name}: every Linear layer needs a bias")
+            if linears and linears[-1].out_features != module.in_features:
+                raise ValueError(f"{name}: the Linear layers do not chain")
+            linears.append(module)
+        elif not isinstance(module, _ELEMENTWISE):
+            raise ValueError(
+                f"{name} must hold only Linear layers and elementwise activations, got {type(module).__name__}"
+            )
+    if len(linears) < 2:
+        raise ValueError(
+            f"{name} must have at least one hidden layer (two Linear layers), got {len(linears)}"
+        )
+    return linears
+
+
+def _check_perms(perms, widths: list[int]) -> list[np.ndarray]:
+    if len(perms) != len(widths):
+        raise ValueError(
+            f"perms must hold one permutation per hidden layer ({len(widths)}), got {len(perms)}"
+        )
+    checked = []
+    for p, width in zip(perms, widths, strict=True):
+        p = np.asarray(p)
+        if p.shape != (width,) or not np.array_equal(np.sort(p), np.arange(width)):
+            raise ValueError(f"perms: each must be a permutation of 0..{width - 1} (the layer's width)")
+        checked.append(p)
+    return checked
+
+
+def permute_hidden(model: nn.Sequential, perms) -> nn.Sequential:
+    """A copy of an MLP (`model`, Linear layers W_l (out, in), b_l) with the units of every hidden layer l
+    reordered by perms[l] (unit i of the copy is unit perms[l][i] of the model):
+
+    .. math:: W_l \\leftarrow P_l W_l,\\quad b_l \\leftarrow P_l b_l,\\quad W_{l+1} \\leftarrow W_{l+1} P_l^\\top,
+
+    the rows of the layer that computes the units, its bias, and the columns of the next layer that reads them.
+    The copy computes the same function (elementwise activations commute with permutations). The model is not
+    changed. Section 9.5 (continued)."""
+    linears = _linear_layers(model)
+    perms = _check_perms(perms, [layer.out_features for layer in linears[:-1]])
+    copied = copy.deepcopy(model)
+    layers = _linear_layers(copied)
+    with torch.no_grad():
+        for l, p in enumerate(perms):
+            index = torch.as_tensor(p, device=layers[l].weight.device)
+            layers[l].weight.copy_(layers[l].weight[index])
+            layers[l].bias.copy_(layers[l].bias[index])
+            layers[l + 1].weight.copy_(layers[l + 1].weight[:, index])
+    return copied
+
+
+def weight_matching(model_a: nn.Sequential, model_b: nn.Sequential, max_rounds: int = 100, rng=None) -> list:
+    """Permutations of the hidden units of `model_b` that align it with `model_a` by weight matching (Ainsworth
+    et al., 2023): maximise sum_l <W_l^a, P_l W_l^b P_{l-1}^T> + <b_l^a, P_l b_l^b> over permutation matrices P_l
+    (P_0 and P_L the identity). With the other layers' permutations fixed, the objective is linear in P_l,
+
+    .. math:: C_l = W_l^a (W_l^b P_{l-1}^\\top)^\\top + b_l^a b_l^{b\\top} + (W_{l+1}^a)^\\top P_{l+1} W_{l+1}^b,
+       \\qquad \\max_{P_l}\\ \\langle C_l, P_l\\rangle,
+
+    a linear assignment problem solved exactly by the Hungarian algorithm (`scipy.optimize.linear_sum_assignment`);
+    with one hidden layer that is the answer, with more the layers are updated in turn (in an order drawn from
+    `rng`) until a whole round changes nothing (coordinate ascent: the objective never decreases) or after
+    `max_rounds`. Returns perms for `permute_hidden(model_b, perms)`. Section 9.5 (continued)."""
+    linears_a, linears_b = _linear_layers(model_a, "model_a"), _linear_layers(model_b, "model_b")
+    shapes_a = [tuple(layer.weight.shape) for layer in linears_a]
+    if shapes_a != [tuple(layer.weight.shape) for layer in linears_b]:
+        raise ValueError("model_a and model_b must have the same layer shapes")
+    max_rounds = check_int(max_rounds, "max_rounds", 1)
+    rng = check_rng(rng)
+    Wa = [to_numpy(layer.weight).astype(float) for layer in linears_a]
+    ba = [to_numpy(layer.bias).astype(float) for layer in linears_a]
+    Wb = [to_numpy(layer.weight).astype(float) for layer in linears_b]
+    bb = [to_numpy(layer.bias).astype(float) for layer in linears_b]
+    hidden = len(Wa) - 1
+    perms = [np.arange(W.shape[0]) for W in Wa[:-1]]
+    for _ in range(max_rounds):
+        changed = False
+        for l in rng.permutation(hidden):
+            Wb_in = Wb[l] if l == 0 else Wb[l][:, perms[l - 1]]  # b's inputs in a's order
+            Wb_next = Wb[l + 1] if l + 1 == hidden else Wb[l + 1][perms[l + 1]]  # b's next units in a's order
+            C = Wa[l] @ Wb_in.T + np.outer(ba[l], bb[l]) + Wa[l + 1].T @ Wb_next
+            _, cols = scipy.optimize.linear_sum_assignment(C, maximize=True)
+            if not np.array_equal(cols, perms[l]):
+                perms[l], changed = cols, True
+        if not changed:
+            break
+    return perms
+
+
+def hidden_activations(model: nn.Sequential, X) -> list[np.ndarray]:
+    """The activations of every hidden layer of an MLP on the inputs X (n, d): the inputs of the second to the
+    last Linear layer, a list of arrays (n, width). Section 9.5 (continued)."""
+    linears = _linear_layers(model)
+    X = check_matrix(X, "X", cols=linears[0].in_features)
+    h = torch.as_tensor(X, dtype=linears[0].weight.dtype, device=linears[0].weight.device)
+    found = []
+    with torch.no_grad():
+        for module in model:
+            if isinstance(module, nn.Linear) and module is not linears[0]:
+                found.append(to_numpy(h).astype(float))
+            h = module(h)
+    return found
+
+
+def activation_matching(model_a: nn.Sequential, model_b: nn.Sequential, X) -> list:
+    """Permutations of the hidden units of `model_b` that align it with `model_a` by activation matching
+    (Ainsworth et al., 2023; Entezari et al., 2022): for every hidden layer, the Pearson correlations
+    C_ij = corr(h_i^a, h_j^b) of the units' activations over the inputs X (n, d), and the assignment that
+    maximises sum_i C_{i, pi(i)} (`scipy.optimize.linear_sum_assignment`). The layers are independent: permuting
+    earlier layers of model_b does not change its activations. A unit that is constant on X correlates 0 with
+    everything. Returns perms for `permute_hidden(model_b, perms)`. Section 9.5 (continued)."""
+    linears_a, linears_b = _linear_layers(model_a, "model_a"), _linear_layers(model_b, "model_b")
+    if [tuple(la.weight.shape) for la in linears_a] != [tuple(lb.weight.shape) for lb in linears_b]:
+        raise ValueError("model_a and model_b must have the same layer shapes")
+    perms = []
+    for Ha, Hb in zip(hidden_activations(model_a, X), hidden_activations(model_b, X), strict=True):
+        Za, Zb = Ha - Ha.mean(axis=0), Hb - Hb.mean(axis=0)
+        sa, sb = np.linalg.norm(Za, axis=0), np.linalg.norm(Zb, axis=0)
+        Za, Zb = Za / np.where(sa > 0, sa, 1.0), Zb / np.where(sb > 0, sb, 1.0)
+        perms.append(scipy.optimize.linear_sum_assignment(Za.T @ Zb, maximize=True)[1])
+    return perms
