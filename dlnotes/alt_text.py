@@ -29,6 +29,7 @@ from matplotlib.contour import ContourSet
 
 ATTRIBUTE = "dlnotes_alt"  # where `describe` keeps the author's words on the figure
 MAX_NAMES = 8  # panels, legend entries or image titles described one by one; the rest are counted
+MAX_GRID = 4  # more panels than this, each an image: summed up as a grid
 
 
 def describe(fig: mpl.figure.Figure, text: str) -> mpl.figure.Figure:
@@ -51,7 +52,7 @@ def alt_text(fig: mpl.figure.Figure) -> str:
         parts.append(f"Title: {_clean(fig._suptitle.get_text())}.")
     panels = [ax for ax in fig.axes if ax.get_visible() and not _is_colorbar(ax) and not _is_blank(ax)]
     bars = [ax for ax in fig.axes if ax.get_visible() and _is_colorbar(ax)]
-    if len(panels) > MAX_NAMES and all(ax.images and not ax.axison for ax in panels):
+    if len(panels) > MAX_GRID and all(ax.images for ax in panels):
         parts.append(_image_grid(panels))
     else:
         many = len(panels) > 1

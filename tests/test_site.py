@@ -4,11 +4,16 @@ Every page is opened over localhost and the main pages also straight from disk (
 passes when it loads, all its maths is typeset by the site's own MathJax, every image has a size,
 every widget shows its saved view with slider tracks a reader can use (>= 100 px), nothing logs a JavaScript
 error, and no request leaves the machine.
+
+Every page is also accessible (WCAG 2.1 A and AA): axe-core (pinned in package.json) finds no violation of its
+WCAG rules, in the light theme and, for contrast, in the dark one; every image in the text has an alt text that
+describes it (`test_every_figure_has_an_alt_text`); every formula carries MathJax's assistive MathML.
 """
 
 import contextlib
 import functools
 import http.server
+import re
 import shutil
 import threading
 from urllib.parse import urlparse
@@ -98,6 +103,28 @@ SHOWS_FRAME = f"""([w, expected]) => {{
   const shown = ({FRAME_WIDGETS})()[w].shown;
   return shown.length === 1 && shown[0] === expected;
 }}"""
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]  # axe's tags for the rules of WCAG 2.0 and 2.1, A and AA
+AXE_EXCLUDED: dict[str, str] = {}  # rule id -> why the book does not follow it (none so far)
+# axe-core's verdict on the page as it is (light theme), then the contrast again in the dark theme.
+AUDIT = """async ([tags, excluded]) => {
+  const rules = Object.fromEntries(excluded.map((rule) => [rule, {enabled: false}]));
+  const found = (result, theme) => result.violations.map((v) =>
+    `${theme}: ${v.id} (${v.impact}) on ${v.nodes.length} elements, e.g. ${v.nodes[0].target.join(" ")}: ${v.help}`);
+  const light = await axe.run(document, {runOnly: {type: "tag", values: tags}, rules});
+  const root = document.documentElement, theme = root.dataset.theme;
+  root.dataset.theme = "dark";
+  const dark = await axe.run(document, {runOnly: {type: "rule", values: ["color-contrast"]}});
+  root.dataset.theme = theme;
+  return [...found(light, "light"), ...found(dark, "dark")];
+}"""
+# The images of the text (not the theme's logo) with their alt text, and formulas that a screen reader cannot read.
+ALT_TEXTS = """() => [...document.querySelectorAll(".bd-article img")].map((i) => [i.src.split("/").pop().slice(0, 40),
+  i.getAttribute("alt")])"""
+UNSPOKEN_MATHS = """() => [...document.querySelectorAll("mjx-container")].filter(
+  (m) => !m.querySelector("mjx-assistive-mml math")).length"""
+MIN_ALT_WORDS = 6
+PATH_LIKE = re.compile(r"(^|/)[\w.-]+\.(png|jpe?g|gif|svg|webp)$|^\.\.?/|_images/", re.IGNORECASE)
 MATHJAX_DONE = """() => !window.MathJax || !window.MathJax.startup ? true
   : window.MathJax.startup.promise.then(() => true)"""
 
@@ -126,11 +153,17 @@ def browser():
 
 
 def visit(
-    browser, url: str, screenshot: str | None = None, redirect_to: str | None = None, operate: bool = False
+    browser,
+    url: str,
+    screenshot: str | None = None,
+    redirect_to: str | None = None,
+    operate: bool = False,
+    audit: bool = False,
 ) -> dict:
-    """Open `url` in a fresh context (and wait for its redirect to `redirect_to`, if given); with `operate`, move
-    every control of its widgets (`operate_every_control`); return what INSPECT found plus errors (the controls'
-    among them), outside requests and the final URL. The screenshot shows the top of the page."""
+    """Open `url` in a fresh context (and wait for its redirect to `redirect_to`, if given); with `audit`, run axe-core
+    and collect the alt texts (AUDIT, ALT_TEXTS); with `operate`, move every control of its widgets
+    (`operate_every_control`); return what INSPECT found plus errors (the controls' among them), outside requests and
+    the final URL. The screenshot shows the top of the page."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(TIMEOUT_MS)
     outside, errors = [], []
@@ -154,6 +187,11 @@ def visit(
     page.wait_for_function(WIDGETS_RENDERED)
     page.wait_for_timeout(300)  # let the last widget views lay out
     report = page.evaluate(INSPECT)
+    if audit:
+        page.add_script_tag(path=AXE)
+        report["axe"] = page.evaluate(AUDIT, [WCAG, list(AXE_EXCLUDED)])
+        report["alt_texts"] = page.evaluate(ALT_TEXTS)
+        report["unspoken_maths"] = page.evaluate(UNSPOKEN_MATHS)
     if screenshot:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / screenshot)
@@ -173,16 +211,53 @@ def assert_page_is_sound(report: dict):
     assert all(width >= MIN_SLIDER_TRACK for width in report["slider_tracks"]), "collapsed sliders"
 
 
+@pytest.fixture(scope="module")
+def reports(server, browser):
+    """What `visit` finds on a page, audited and its widgets operated: each page visited once for the three tests."""
+
+    @functools.cache
+    def report(page: str) -> dict:
+        return visit(
+            browser,
+            f"{server}/{page}.html",
+            screenshot=page.replace("/", "__") + ".png",
+            operate=page in WIDGET_PAGES,
+            audit=True,
+        )
+
+    return report
+
+
 @pytest.mark.parametrize("page", PAGES)
-def test_page_over_localhost(server, browser, page):
+def test_page_over_localhost(reports, page):
     """Every page; on a page with widgets, every control as a reader uses it (`operate_every_control`)."""
-    report = visit(
-        browser,
-        f"{server}/{page}.html",
-        screenshot=page.replace("/", "__") + ".png",
-        operate=page in WIDGET_PAGES,
-    )
-    assert_page_is_sound(report)
+    assert_page_is_sound(reports(page))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_is_accessible(reports, page):
+    """WCAG 2.1 A and AA as axe-core checks them, in the light and the dark theme; maths a screen reader can read."""
+    report = reports(page)
+    assert report["axe"] == [], "\n".join(report["axe"])
+    assert report["unspoken_maths"] == 0, "formulas without assistive MathML"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_figure_has_an_alt_text(reports, page):
+    """An image of the text must say what it shows: an alt text that is no file name and has a few words."""
+    bad = [(src, alt) for src, alt in reports(page)["alt_texts"] if not alt_text_is_meaningful(alt)]
+    assert bad == [], f"images without a meaningful alt text: {bad[:5]}"
+
+
+def alt_text_is_meaningful(alt: str | None) -> bool:
+    return alt is not None and not PATH_LIKE.search(alt.strip()) and len(alt.split()) >= MIN_ALT_WORDS
+
+
+def test_the_alt_text_test_tells_a_file_name_or_a_word_from_a_description():
+    assert not alt_text_is_meaningful(None)
+    assert not alt_text_is_meaningful("../../_images/e51743ab.png")
+    assert not alt_text_is_meaningful("figure")
+    assert alt_text_is_meaningful("Training loss against step for SGD and Adam; Adam falls fastest.")
 
 
 @pytest.mark.parametrize("page", FROM_DISK)
@@ -244,14 +319,21 @@ def operate_every_control(tab) -> None:
 
 
 def test_the_inspection_catches_a_broken_page(server, browser, book, tmp_path):
-    """The checks above can fail: a page with raw maths, a missing image and an outside request."""
+    """The checks above can fail: a page with raw maths, a missing image, an outside request, an image whose alt text
+    is its path, a slider without a name and grey text on white."""
     bad = book / "_broken_test_page.html"
     bad.write_text(
-        '<html><body><p>raw $x^2$ here</p><img src="missing.png">'
-        '<script src="https://cdn.example.org/x.js"></script></body></html>'
+        '<html lang="en"><head><title>broken</title></head><body><main><div class="bd-article">'
+        '<p>raw $x^2$ here</p><img src="missing.png" alt="../_images/missing.png">'
+        '<div role="slider" tabindex="0" aria-valuenow="1"></div><p style="color: #bbb">faint</p>'
+        '<script src="https://cdn.example.org/x.js"></script></div></main></body></html>'
     )
     try:
-        report = visit(browser, f"{server}/{bad.name}")
+        report = visit(browser, f"{server}/{bad.name}", audit=True)
     finally:
         bad.unlink()
     assert report["raw_math"] and report["broken_images"] and report["outside"]
+    assert not alt_text_is_meaningful(report["alt_texts"][0][1])
+    found = " ".join(report["axe"])
+    assert "light: aria-input-field-name" in found and "light: color-contrast" in found
+    assert "dark: color-contrast" in found

@@ -1,5 +1,5 @@
-// Accessible names the page's parts lack (dlnotes, _ext/dlnotes_site.py). Widgets render after the page loads,
-// so the names are given whenever something new appears.
+// Accessible names the page's parts lack (dlnotes, _ext/dlnotes_site.py). Widgets and folded cells appear after
+// the page has loaded, so the names are given again whenever something new appears.
 (function () {
   "use strict";
   const words = (element) => element.textContent.replace(/\s+/g, " ").trim();
@@ -25,7 +25,8 @@
     // source" but is named "Toggle hidden content"; the colour-mode button is named "Color mode" beside icons
     // titled Light, Dark, System Settings. A name must contain the visible words.
     for (const button of document.querySelectorAll(".search-button__button, summary[aria-label]")) {
-      if (words(button)) button.setAttribute("aria-label", words(button));
+      const visible = words(button);
+      if (visible && button.getAttribute("aria-label") !== visible) button.setAttribute("aria-label", visible);
     }
     for (const icon of document.querySelectorAll(".theme-switch-button .theme-switch[title]")) {
       icon.setAttribute("aria-hidden", "true");
@@ -33,14 +34,14 @@
     }
   }
 
-  function nameWidgets() {
+  function nameAll() {
     nameSliders();
     describeFrames();
+    nameButtons();
   }
 
   document.addEventListener("DOMContentLoaded", () => {
-    nameButtons();
-    nameWidgets();
-    new MutationObserver(nameWidgets).observe(document.body, { childList: true, subtree: true });
+    nameAll();
+    new MutationObserver(nameAll).observe(document.body, { childList: true, subtree: true });
   });
 })();

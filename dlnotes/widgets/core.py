@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+import traitlets
 
 from ..alt_text import alt_text
 from ..plotting import compact_png, figure_png
@@ -39,6 +40,14 @@ MAX_FRAMES = 40  # per widget
 MAX_SLIDER_VALUES = 7  # positions of one slider on the website, its default among them
 SLIDERS = (widgets.IntSlider, widgets.FloatSlider)
 SELECTIONS = (widgets.Dropdown, widgets.RadioButtons, widgets.ToggleButtons, widgets.Select)
+
+
+class FrameImage(widgets.Image):
+    """A precomputed frame: an Image whose tooltip is its alt text (the page's script makes it the image's alt).
+    ipywidgets 8's view of an Image sets the tooltip as the title only when the model's `description` is empty and
+    fails on a model without one, which the Image lacks: the frame has an empty one."""
+
+    description = traitlets.Unicode("").tag(sync=True)
 
 
 def widget(builder: Callable[[], widgets.VBox]) -> Callable[[], widgets.VBox]:
@@ -172,14 +181,14 @@ def frame_player(
     defaults = {name: control.value for name, control in controls.items()}
     sizes = []
 
-    def frame(setting: dict) -> widgets.Image:
+    def frame(setting: dict) -> FrameImage:
         fig = draw(**setting)
         png = compact_png(fig)
         alt = frame_alt_text(fig, controls, setting)  # the page's script makes the tooltip the image's alt
         plt.close(fig)
         sizes.append(len(png))
         position = "-".join(str(pickers[name].index) for name in varying)  # the pickers' indices, for tests
-        return widgets.Image(
+        return FrameImage(
             value=png,
             format="png",
             layout=widgets.Layout(max_width="100%"),
