@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FLOORS_VENV = ROOT / ".venv-floors"
 PACKAGE_TESTS = [  # the tests that need only dlnotes and its declared dependencies
     "test_activations",
+    "test_alt_text",
     "test_checks",
     "test_cnn",
     "test_connectionism",
