@@ -100,12 +100,14 @@ def notebooks() -> list[str]:
     return sorted(str(p.relative_to(ROOT)) for p in (ROOT / "chapters").glob("*/*.ipynb"))
 
 
+# The built book's tests; with `--dist loadgroup` a page's tests share one visit of it (tests/test_site.py).
+SITE_TESTS = ["-m", "book or browser or frames"]
 STAGES = {
     "lint": lambda: [["ruff", "check", "."], ["ruff", "format", "--check", "."]],
     "unit": lambda: [[sys.executable, "-m", "pytest", "-q", "-n", "2"]],
     "floors": floors,
     "build": lambda: [[sys.executable, "scripts/build_book.py"]],
-    "site": lambda: [[sys.executable, "-m", "pytest", "-q", "-n", "2", "-m", "book or browser or frames"]],
+    "site": lambda: [[sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup", *SITE_TESTS]],
     "seeds": lambda: [nbval(1, notebooks()[0::2]), nbval(2, notebooks()[1::2])],
     "allseeds": lambda: [nbval(1, ["chapters"]), nbval(2, ["chapters"])],
 }

@@ -39,6 +39,8 @@ CHROMIUM_ARGS = [
 ]
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 PAGES = [*toc_files(), "search", "genindex"]
+# One xdist group per page (`--dist loadgroup` in scripts/test_all.py): a page's three tests share one visit.
+PAGE_PARAMS = [pytest.param(page, marks=pytest.mark.xdist_group(page), id=page) for page in PAGES]
 WIDGET_PAGES = {  # the notebooks that show a widget of the book
     page
     for page in toc_files()
@@ -228,13 +230,13 @@ def reports(server, browser):
     return report
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", PAGE_PARAMS)
 def test_page_over_localhost(reports, page):
     """Every page; on a page with widgets, every control as a reader uses it (`operate_every_control`)."""
     assert_page_is_sound(reports(page))
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", PAGE_PARAMS)
 def test_page_is_accessible(reports, page):
     """WCAG 2.1 A and AA as axe-core checks them, in the light and the dark theme; maths a screen reader can read."""
     report = reports(page)
@@ -242,7 +244,7 @@ def test_page_is_accessible(reports, page):
     assert report["unspoken_maths"] == 0, "formulas without assistive MathML"
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", PAGE_PARAMS)
 def test_every_figure_has_an_alt_text(reports, page):
     """An image of the text must say what it shows: an alt text that is no file name and has a few words."""
     bad = [(src, alt) for src, alt in reports(page)["alt_texts"] if not alt_text_is_meaningful(alt)]
