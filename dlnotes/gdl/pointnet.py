@@ -1,6 +1,7 @@
 """Section 7.2 (continued) of chapter 07 (notebook 03_pointnet): PointNet. Point clouds sampled from the
-surfaces of randomly rotated shapes, PointNet's orthogonality penalty and segmentation features, the T-Net and
-a small PointNet for classification and segmentation, and its training by the book's loop.
+surfaces of randomly stretched and rotated shapes, invariant histograms of them for baselines, PointNet's
+orthogonality penalty and segmentation features, the T-Net and a small PointNet for classification and
+segmentation, and its training by the book's loop.
 
 A cloud of M points in 3-D is an array X (M, 3), one point per row; a batch of clouds is X (B, M, 3).
 """
@@ -26,7 +27,9 @@ from ..validation import (
     check_rng,
 )
 
-POINT_CLOUD_SHAPES = ("sphere", "cube", "cylinder")
+POINT_CLOUD_SHAPES = ("sphere", "cube", "cylinder", "cone", "octahedron")
+ROTATIONS = ("3d", "z", "none")
+HISTOGRAM_KINDS = ("radius", "distance", "height_radius")
 
 
 def random_rotation(rng=None) -> np.ndarray:
@@ -43,11 +46,18 @@ def random_rotation(rng=None) -> np.ndarray:
     return Q
 
 
-def sample_surface(shape: str, n_points: int, rng=None) -> np.ndarray:
-    """`n_points` points drawn uniformly (by area) from the surface of a unit shape centred at 0, (n_points, 3):
+def rotation_about_z(angle: float) -> np.ndarray:
+    """The rotation by `angle` (radians) about the vertical axis x_3, acting on row vectors as ``x^T R``."""
+    c, s = np.cos(check_number(angle, "angle")), np.sin(angle)
+    return np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])
 
-    "sphere" (radius 1), "cube" (the faces of [-1, 1]^3) or "cylinder" (radius 1, axis z in [-1, 1], side and
-    both caps; the side has 2/3 of the area).
+
+def sample_surface(shape: str, n_points: int, rng=None) -> np.ndarray:
+    """`n_points` points drawn uniformly (by area) from the surface of a unit shape, (n_points, 3):
+
+    "sphere" (radius 1), "cube" (the faces of [-1, 1]^3), "cylinder" (radius 1, axis x_3 in [-1, 1], side and
+    both caps; the side has 2/3 of the area), "cone" (apex (0, 0, 1), base disc of radius 1 at x_3 = -1; the
+    side has sqrt5 / (1 + sqrt5) of the area) or "octahedron" (|x_1| + |x_2| + |x_3| = 1, eight equal faces).
     """
     shape = check_choice(shape, "shape", POINT_CLOUD_SHAPES)
     n = check_int(n_points, "n_points", 1)
@@ -60,9 +70,21 @@ def sample_surface(shape: str, n_points: int, rng=None) -> np.ndarray:
         axis = rng.integers(3, size=n)  # which pair of faces (all six have the same area)
         X[np.arange(n), axis] = rng.choice([-1.0, 1.0], size=n)
         return X
+    if shape == "octahedron":
+        # Uniform on the triangle x_1 + x_2 + x_3 = 1, x_i >= 0 (normalised exponentials: Dirichlet(1, 1, 1)),
+        # then random signs pick one of the eight faces.
+        E = rng.exponential(size=(n, 3))
+        return E / E.sum(axis=1, keepdims=True) * rng.choice([-1.0, 1.0], size=(n, 3))
     angle = rng.uniform(0, 2 * np.pi, size=n)
-    radius = np.where(rng.random(n) < 2 / 3, 1.0, np.sqrt(rng.random(n)))  # side (2/3 of the area) or a cap
-    z = np.where(radius == 1.0, rng.uniform(-1, 1, size=n), rng.choice([-1.0, 1.0], size=n))
+    if shape == "cylinder":
+        radius = np.where(
+            rng.random(n) < 2 / 3, 1.0, np.sqrt(rng.random(n))
+        )  # side (2/3 of the area) or a cap
+        z = np.where(radius == 1.0, rng.uniform(-1, 1, size=n), rng.choice([-1.0, 1.0], size=n))
+    else:  # cone: on the side the area within distance t of the apex grows as t^2, so t = sqrt(U)
+        side = rng.random(n) < np.sqrt(5) / (1 + np.sqrt(5))  # side area pi sqrt5, base pi
+        radius = np.sqrt(rng.random(n))
+        z = np.where(side, 1 - 2 * radius, -1.0)
     return np.stack([radius * np.cos(angle), radius * np.sin(angle), z], axis=1)
 
 
@@ -76,18 +98,24 @@ def make_point_clouds(
     n_points: int = 256,
     shapes=POINT_CLOUD_SHAPES,
     *,
-    rotate: bool = True,
+    rotate="3d",
     scale=(1.0, 1.0),
+    stretch: float = 0.0,
     noise: float = 0.02,
+    normalize: bool = False,
     rng=None,
 ) -> PointClouds:
     """A data set of `n` point clouds, about n / len(shapes) of each shape of `sample_surface`, in random order.
 
-    Each cloud is scaled by a factor drawn uniformly from `scale` (low, high; 1 by default: PointNet's data are
-    normalised to a common size), rotated by a uniformly random
-    rotation (`random_rotation`, unless ``rotate=False``), jittered by Gaussian noise of standard deviation
-    `noise`, and stored as the rows of X[i] (n_points, 3): cloud i is ``(s_i S_i R_i + noise)``, S_i the surface
-    points. Returns `PointClouds` (X float64, y int64).
+    Cloud i is built from the surface points S_i (n_points, 3) of its shape in this order: each axis is
+    stretched by its own factor drawn uniformly from [1 - `stretch`, 1 + `stretch`] (0 by default; the points
+    are then no longer uniform by area), the cloud is scaled by a factor drawn uniformly from `scale` (low,
+    high), rotated (`rotate`: "3d" a uniformly random rotation, `random_rotation`; "z" a random rotation about
+    the vertical axis x_3, the upright objects of Qi et al.'s augmentation; "none"; True and False mean "3d"
+    and "none") and jittered by Gaussian noise of standard deviation `noise` (times the scale factor).
+    ``normalize=True`` finally centres the cloud at its centroid and divides it by its largest point norm
+    (PointNet's normalisation into the unit ball), which removes the scale. Returns `PointClouds` (X float64,
+    y int64).
     """
     n = check_int(n, "n", 1)
     n_points = check_int(n_points, "n_points", 1)
@@ -96,19 +124,74 @@ def make_point_clouds(
             f"shapes must be a non-empty sequence of names from {POINT_CLOUD_SHAPES}, got {shapes!r}"
         )
     shapes = [check_choice(s, "shapes", POINT_CLOUD_SHAPES) for s in shapes]
+    if isinstance(rotate, bool):
+        rotate = "3d" if rotate else "none"
+    rotate = check_choice(rotate, "rotate", ROTATIONS)
     low, high = (check_positive(s, "scale") for s in scale)
     if low > high:
         raise ValueError(f"scale must be (low, high) with low <= high, got {tuple(scale)}")
+    stretch = check_number(stretch, "stretch", 0, 1, high_open=True)
     noise = check_number(noise, "noise", 0)
     rng = check_rng(rng)
     y = rng.permutation(np.arange(n) % len(shapes))
     X = np.empty((n, n_points, 3))
     for i, label in enumerate(y):
-        X[i] = rng.uniform(low, high) * sample_surface(shapes[label], n_points, rng)
-        if rotate:
+        S = sample_surface(shapes[label], n_points, rng)
+        if stretch:
+            S = S * rng.uniform(1 - stretch, 1 + stretch, size=3)
+        s = rng.uniform(low, high)
+        X[i] = s * S
+        if rotate == "3d":
             X[i] = X[i] @ random_rotation(rng)
-        X[i] += noise * rng.normal(size=(n_points, 3))
+        elif rotate == "z":
+            X[i] = X[i] @ rotation_about_z(rng.uniform(0, 2 * np.pi))
+        X[i] += s * noise * rng.normal(size=(n_points, 3))
+        if normalize:
+            X[i] -= X[i].mean(axis=0)
+            X[i] /= np.linalg.norm(X[i], axis=1).max()
     return PointClouds(X, y.astype(np.int64))
+
+
+def invariant_histograms(X, kind: str = "radius", bins: int = 20) -> np.ndarray:
+    """Hand-made features of clouds X (n, M, 3) that ignore the order of the points and the scale, one row of
+    frequencies (summing to 1) per cloud, the inputs of the baselines of section 7.2:
+
+    - "radius": the histogram (`bins` bins on [0, 1]) of the distances ||x_m - xbar|| of the points from the
+      centroid, divided by the largest; invariant to every rotation about the centroid;
+    - "distance": Osada et al.'s D2 shape distribution, the histogram of all pairwise distances ||x_m - x_k||
+      (m < k) divided by the largest; invariant to rotations, reflections and translations;
+    - "height_radius": the joint histogram (`bins` x `bins`, flattened) of the height x_3 - xbar_3 and the
+      distance from the vertical axis through the centroid, both divided by the largest radius; invariant to
+      rotations about the vertical axis only.
+    """
+    X = check_array(X, "X", (None, None, 3))
+    if X.shape[1] < 2:
+        raise ValueError(f"X must hold at least 2 points per cloud, got shape {X.shape}")
+    kind = check_choice(kind, "kind", HISTOGRAM_KINDS)
+    bins = check_int(bins, "bins", 1)
+    Xc = X - X.mean(axis=1, keepdims=True)
+    radius = np.linalg.norm(Xc, axis=2)
+    r_max = radius.max(axis=1, keepdims=True)
+    r_max = np.where(r_max > 0, r_max, 1.0)
+    if kind == "radius":
+        return np.stack([np.histogram(r, bins=bins, range=(0, 1))[0] for r in radius / r_max]) / X.shape[1]
+    if kind == "distance":
+        i, k = np.triu_indices(X.shape[1], 1)
+        rows = []
+        for cloud in X:
+            d = np.linalg.norm(cloud[i] - cloud[k], axis=1)
+            rows.append(np.histogram(d / max(d.max(), 1e-300), bins=bins, range=(0, 1))[0])
+        return np.stack(rows) / len(i)
+    height, axial = Xc[..., 2] / r_max, np.hypot(Xc[..., 0], Xc[..., 1]) / r_max
+    return (
+        np.stack(
+            [
+                np.histogram2d(h, a, bins=bins, range=[[-1, 1], [0, 1]])[0].ravel()
+                for h, a in zip(height, axial, strict=True)
+            ]
+        )
+        / X.shape[1]
+    )
 
 
 def orthogonality_penalty(A):
