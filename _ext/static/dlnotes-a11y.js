@@ -28,9 +28,13 @@
       const visible = words(button);
       if (visible && button.getAttribute("aria-label") !== visible) button.setAttribute("aria-label", visible);
     }
-    for (const icon of document.querySelectorAll(".theme-switch-button .theme-switch[title]")) {
+    // Font Awesome may already have turned the icons into SVGs, each titled by an inner <title>.
+    for (const icon of document.querySelectorAll(".theme-switch-button .theme-switch:not([aria-hidden])")) {
       icon.setAttribute("aria-hidden", "true");
-      icon.removeAttribute("title");
+    }
+    for (const title of document.querySelectorAll(".theme-switch-button [title], .theme-switch-button title")) {
+      if (title.tagName.toLowerCase() === "title") title.remove();
+      else title.removeAttribute("title");
     }
   }
 
