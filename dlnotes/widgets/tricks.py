@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..alt_text import describe
 from ..data import load_digits, load_digits_split
 from ..tricks import (
     augment_digits,
@@ -68,6 +69,12 @@ def activation_depth_explorer() -> widgets.VBox:
         ax.set_title(
             f"{scheme}, {activation}\nlayer {depth} forward {stats.forward[-1]:.2g}, "
             f"layer 1 backward {stats.backward[0]:.2g}"
+        )
+        describe(
+            fig,
+            f"RMS of the pre-activations (forward) and of their gradients (backward) in each of the {depth} "
+            f"layers of a width-{width} network at initialisation, on a log scale, for {scheme} initialisation "
+            f"and the {activation} activation; a dashed line marks 1, where the signal keeps its scale.",
         )
         return fig
 
@@ -134,6 +141,13 @@ def weight_decay_explorer() -> widgets.VBox:
             title=r"the part of $\theta^*$ kept along each eigenvector",
         )
         ax_f.legend(fontsize=9)
+        describe(
+            fig,
+            f"Left: contours of an elongated quadratic loss (grey) and of the loss plus weight decay μ = {mu:.3g} "
+            "(blue), the path of the regularised minimiser from the optimum θ* towards 0 as μ grows, and its "
+            "position at this μ; right: the part λ over λ + μ of θ* kept along the stiff and the flat eigenvector "
+            "against μ, smaller along the flat one, so decay pulls the minimiser in mainly along the flat direction.",
+        )
         return fig
 
     return interactive_figure(
@@ -208,6 +222,12 @@ def dropout_explorer() -> widgets.VBox:
         )
         ax_acc.legend(fontsize=9, loc="center right")
         fig.tight_layout()
+        describe(
+            fig,
+            f"Left: test cross-entropy per epoch, on a log scale, of a 128-unit MLP on 300 digits trained with "
+            f"keep probability π = {pi:g} beside the run without dropout, and its training cross-entropy with the "
+            "masks on; right: final training and test accuracy against the keep probability, this π marked.",
+        )
         return fig
 
     return interactive_figure(
@@ -258,6 +278,11 @@ def augmentation_explorer() -> widgets.VBox:
             axes[0, col].set_title(f"$T_{col}(x)$", fontsize=10)
         fig.suptitle(f"{transform}, strength s = {strength}", fontsize=11)
         fig.tight_layout()
+        describe(
+            fig,
+            f"Three digits, a 0, a 7 and a 4, in the left column, each followed in its row by {copies} random "
+            f"label-preserving transforms ({transform}, strength {strength}).",
+        )
         return fig
 
     return interactive_figure(
@@ -299,6 +324,12 @@ def temperature_explorer() -> widgets.VBox:
         ax_h.set(xlabel="temperature $T$", ylabel="entropy (nats)", title="softer as $T$ grows")
         ax_h.legend(fontsize=9, loc="upper left")
         fig.tight_layout()
+        describe(
+            fig,
+            f"Left: the teacher's softened class probabilities softmax(F / T) at T = {T:.3g} for an image of a 7, "
+            "class 7 highlighted; right: their entropy against the temperature T on a log axis, rising towards "
+            "the uniform distribution's log 10 (dashed) as T grows, with a dot at this T.",
+        )
         return fig
 
     return interactive_figure(
