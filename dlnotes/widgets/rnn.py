@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from ..alt_text import describe
 from ..rnn import (
     GAMMA,
     Seq2Seq,
@@ -60,6 +61,12 @@ def gradient_decay_explorer() -> widgets.VBox:
             title=rf"$\sigma_1(U) = {sigma1:.2f}$, $\rho(U) = {sigma1 * rho0:.2f}$, $\gamma = {gamma:g}$",
         )
         ax.legend(loc="lower left", fontsize=9)
+        describe(
+            fig,
+            f"The log10 norm of the Jacobian of the state z_T with respect to z_0 against T for a {phi} RNN "
+            f"whose recurrent matrix has σ₁(U) = {sigma1:.2f} and spectral radius {sigma1 * rho0:.2f}, with the "
+            "bound T log10(γ σ₁) dashed; the curve never rises above the bound.",
+        )
         return fig
 
     return interactive_figure(
@@ -112,6 +119,13 @@ def lru_eigenvalue_explorer() -> widgets.VBox:
         ax_t.set(xlabel="time $t$", ylabel=r"impulse response Re $\lambda^t$", ylim=(-1.05, 1.75))
         ax_t.set_title("one channel from each quarter of the draw, by |λ|", fontsize=11)
         ax_t.legend(fontsize=8, loc="upper right", ncol=2)
+        describe(
+            fig,
+            f"Left: the {m} eigenvalues λ of the LRU's ring initialisation in the complex plane, all between "
+            f"the circles of radius {r_min:.2f} and {r_max:.3f} inside the unit circle; right: the impulse "
+            "responses, the real part of λ to the power t, of one channel from each quarter of the draw "
+            "sorted by |λ|, which decay the more slowly the closer |λ| is to 1.",
+        )
         return fig
 
     return interactive_figure(
@@ -188,6 +202,12 @@ def alignment_explorer(model: Seq2Seq | None = None, length: int = 15, n_strings
             f"output {''.join(map(str, prediction))} ({right} of {length} right)\n"
             f"true reversal {''.join(map(str, truth))}",
             fontsize=10,
+        )
+        describe(
+            fig,
+            f"Attention weights of the trained model while it reverses the source string {source}, output "
+            "steps in rows and source positions in columns, with the anti-diagonal of an exact reversal "
+            f"dashed; it writes {''.join(map(str, prediction))}, {right} of {length} symbols right.",
         )
         return fig
 
