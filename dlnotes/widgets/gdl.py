@@ -10,6 +10,7 @@ import torch
 from matplotlib.figure import Figure
 from torch import nn
 
+from ..alt_text import describe
 from ..data import load_digits, load_karate_club
 from ..gdl import (
     FILTERS,
@@ -74,6 +75,12 @@ def deep_sets_explorer() -> widgets.VBox:
             )
         fig.suptitle(f"test set {test_set}: true sum of labels {test.y[s]:.0f}")
         fig.subplots_adjust(left=0.21)
+        describe(
+            fig,
+            f"The {size} digit images of test set {test_set} with their labels, in the order drawn (top row) "
+            f"and shuffled (bottom row); the Deep Sets model predicts the same sum for both orders, "
+            f"{prediction:.2f}, against a true sum of {test.y[s]:.0f}.",
+        )
         return fig
 
     return interactive_figure(
@@ -120,6 +127,13 @@ def oversmoothing_explorer() -> widgets.VBox:
         )
         ax_curve.legend(fontsize=8)
         fig.tight_layout()
+        describe(
+            fig,
+            f"Left: two random features of every karate club node after k = {k} propagations with the GCN "
+            "matrix A bar, coloured by club, with the limit u u transpose X as crosses on one line through the "
+            "origin, onto which the points slide as k grows; right: the distance from that limit against k on "
+            f"a log scale, below its dashed bound, with k = {k} marked.",
+        )
         return fig
 
     return interactive_figure(
@@ -172,6 +186,13 @@ def spectral_filter_explorer() -> widgets.VBox:
         nodes.set_array(filtered)
         ax_g.set_title(f"{kind}, s = {s:g}")
         ax_out.set_title(f"$g(\\tilde L)x$: error {error:.2f} × the noise")
+        describe(
+            fig,
+            f"The {kind} filter of strength s = {s:g} on the karate club: left, its response g(λ) over the "
+            "frequencies of the normalised Laplacian, with the noisy signal's spectrum as bars; middle, the "
+            f"noisy club signal on the graph; right, the filtered signal, whose error is {error:.2f} times "
+            "the noise.",
+        )
         return fig
 
     return interactive_figure(
@@ -205,6 +226,13 @@ def eigenvector_explorer() -> widgets.VBox:
             title=f"$u_{{{k}}}$, $\\lambda_{{{k}}}$ = {lam[k]:.2f}: {crossings} of {len(edges)} edges change sign",
         )
         fig.tight_layout()
+        describe(
+            fig,
+            "Left: the eigenvalues of the karate club's normalised Laplacian in ascending order, number "
+            f"{k} marked ({lam[k]:.2f}); right: the club coloured by the eigenvector u_{k}, whose sign changes "
+            f"along {crossings} of the {len(edges)} edges: low frequencies vary little along the edges, high "
+            "ones alternate from node to node.",
+        )
         return fig
 
     return interactive_figure(
