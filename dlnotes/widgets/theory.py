@@ -15,6 +15,7 @@ from matplotlib.ticker import MaxNLocator
 from sklearn.datasets import make_moons
 from torch import nn
 
+from ..alt_text import describe
 from ..theory import (
     LazyRun,
     PathLosses,
@@ -124,6 +125,13 @@ def kernel_drift_explorer(runs=None) -> widgets.VBox:
             fontsize=11,
         )
         fig.tight_layout()
+        describe(
+            fig,
+            f"The tangent kernel on the training inputs of a tanh network of width {run.m} as heat maps, at "
+            f"initialisation and after {len(run.losses) - 1} steps of gradient descent, and their difference; right: "
+            "the relative change of the kernel against the width on log-log axes, with reference lines proportional "
+            f"to m to the minus one half and to 1 over m and the chosen width circled, where it is {run.drift:.3g}.",
+        )
         return fig
 
     low, high = round(exponents[0]), round(exponents[-1])
@@ -189,6 +197,13 @@ def mh_explorer() -> widgets.VBox:
         ax_r.set_title(f"s = {s:.3g}: acceptance {chain.accept_rate[0]:.2f}", fontsize=10)
         ax_r.legend(fontsize=8, loc="lower left")
         fig.tight_layout()
+        describe(
+            fig,
+            f"Random-walk Metropolis-Hastings with proposal scale {s:.3g} on a correlated Gaussian: left, the first "
+            f"200 steps and all {steps} states of one chain over the target's contours; middle, the trace of the "
+            "first coordinate with the band of two target standard deviations; right, the acceptance rate against "
+            f"the proposal scale, falling as the scale grows, with this chain's rate {chain.accept_rate[0]:.2f} marked.",
+        )
         return fig
 
     return interactive_figure(
@@ -272,6 +287,13 @@ def gp_explorer() -> widgets.VBox:
             fontsize=11,
         )
         ax_post.legend(loc="lower right", fontsize=8)
+        describe(
+            fig,
+            f"Left: three functions drawn from the Gaussian-process prior with the {kernel} kernel, length scale "
+            f"{ell:g}, with its band of two standard deviations; right: the posterior given {len(x_data)} noisy "
+            "points, its mean, a band of two standard deviations of the function and dashed bounds for a new "
+            f"noisy target, with noise variance {noise_var:.2g} and log marginal likelihood {evidence:.1f}.",
+        )
         return fig
 
     return interactive_figure(
@@ -336,6 +358,14 @@ def bias_variance_explorer() -> widgets.VBox:
         )
         ax_curve.legend(loc="lower left", fontsize=8)
         fig.tight_layout()
+        describe(
+            fig,
+            f"Left: 20 least-squares polynomial fits of degree {degree} to noisy samples of sin(pi x) at the same 30 "
+            "inputs, their mean and a band of two standard deviations, with the true function dashed; right: the "
+            "squared bias, the variance and the test error against the degree on a logarithmic scale, with the "
+            f"noise variance dotted; at degree {degree} the squared bias is "
+            f"{bias2[degree - 1]:.2g} and the variance {variance[degree - 1]:.2g}.",
+        )
         return fig
 
     return interactive_figure(
@@ -386,6 +416,13 @@ def double_descent_explorer() -> widgets.VBox:
         ax_curve.set(xlabel="number of random features p", ylabel="mean squared error", ylim=(3e-2, 3e3))
         ax_curve.legend(loc="upper right", fontsize=8)
         fig.tight_layout()
+        describe(
+            fig,
+            f"Left: the minimum-norm fit with {p} random ReLU features along a line through the input space, with "
+            f"the linear target dashed and the {n} training points; right: the test error against the number of "
+            "features p on log-log axes, for the minimum-norm fit, peaking near the interpolation threshold p = n, "
+            f"and for ridge, with p = n and the chosen p = {p} marked.",
+        )
         return fig
 
     return interactive_figure(
@@ -486,6 +523,13 @@ def mode_connectivity_explorer() -> widgets.VBox:
         )
         ax.legend(fontsize=9)
         fig.tight_layout()
+        describe(
+            fig,
+            f"The decision boundaries on two moons of the network at position t = {t:.2f} on the straight line "
+            "between two trained networks and on the fitted Bézier curve between them; right: the training loss "
+            f"along both paths, the line with a barrier of {paths.line.barrier:.2f} in the middle, the curve nearly "
+            f"flat with a barrier of {paths.curve.barrier:.3f}, the current position marked.",
+        )
         return fig
 
     return interactive_figure(
