@@ -1,14 +1,17 @@
 """Text as data, shared by the chapters on embeddings, recurrent networks and transformers: words, vocabularies,
-token ids, random strings of tokens, and what a language model returns."""
+token ids, random strings of tokens, what a language model returns, and how one is trained on a long text (random
+windows, the next-token loss)."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from .training import to_numpy
 from .validation import check_int, check_rng
@@ -89,3 +92,30 @@ class LMOutput(NamedTuple):
     logits: torch.Tensor
     Z: torch.Tensor | None = None  # hidden states z_t of a recurrent model, (B, T, m)
     state: tuple | None = None  # a recurrent model's last state (z_T, C_T), to continue from
+
+
+def random_windows(ids: torch.Tensor, seq_len: int, batch_size: int, rng) -> Iterator[torch.Tensor]:
+    """Endless batches (batch_size, seq_len + 1) of windows of consecutive tokens of the 1-D tensor `ids`, each
+    starting at a position drawn uniformly by the generator `rng`: the batches of a language model's training."""
+    if not isinstance(ids, torch.Tensor) or ids.ndim != 1:
+        raise TypeError(f"ids must be a 1-D tensor of token ids, got {type(ids).__name__}")
+    seq_len, batch_size, rng = (
+        check_int(seq_len, "seq_len", 1),
+        check_int(batch_size, "batch_size", 1),
+        check_rng(rng),
+    )
+    if len(ids) < seq_len + 2:
+        raise ValueError(f"ids must hold more than seq_len + 1 = {seq_len + 1} tokens, got {len(ids)}")
+    offsets = torch.arange(seq_len + 1, device=ids.device)
+    while True:
+        starts = torch.as_tensor(
+            rng.integers(0, len(ids) - seq_len, batch_size), device=ids.device
+        )  # last: T - L - 1
+        yield ids[starts[:, None] + offsets]
+
+
+def next_token_loss(model: torch.nn.Module, window: torch.Tensor) -> torch.Tensor:
+    """``-mean_t log p(y_t | y_<t)`` of a language model on windows (B, T + 1): it reads y_0..y_{T-1} and is scored on
+    y_1..y_T (teacher forcing)."""
+    logits = model(window[:, :-1]).logits
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), window[:, 1:].reshape(-1))

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .activations import softmax
-from .text import LMOutput, check_tokens, random_strings
+from .text import LMOutput, check_tokens, next_token_loss, random_strings, random_windows
 from .training import model_device, to_numpy, train_steps
 from .validation import (
     check_array,
@@ -964,28 +964,14 @@ def train_lm(
     model is left in the mode it came in."""
     vocab_size = check_int(getattr(model, "vocab_size", None), "model.vocab_size", 2)
     ids = check_labels(ids, "ids", n_classes=vocab_size)
-    steps, seq_len = check_int(steps, "steps", 1), check_int(seq_len, "seq_len", 1)
-    batch_size, lr, rng = check_int(batch_size, "batch_size", 1), check_positive(lr, "lr"), check_rng(rng)
-    if len(ids) < seq_len + 2:
-        raise ValueError(f"ids must hold more than seq_len + 1 = {seq_len + 1} tokens, got {len(ids)}")
-    data = torch.as_tensor(ids, device=model_device(model))
-    offsets = torch.arange(seq_len + 1, device=data.device)
-
-    def windows():  # (batch_size, seq_len + 1) random windows per step
-        while True:
-            starts = torch.as_tensor(rng.integers(0, len(ids) - seq_len - 1, batch_size), device=data.device)
-            yield data[starts[:, None] + offsets]
-
-    def loss(model, window):
-        logits = model(window[:, :-1]).logits
-        return F.cross_entropy(logits.reshape(-1, vocab_size), window[:, 1:].reshape(-1))
-
+    steps, lr = check_int(steps, "steps", 1), check_positive(lr, "lr")
+    windows = random_windows(torch.as_tensor(ids, device=model_device(model)), seq_len, batch_size, rng)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     nats = train_steps(
         model,
-        loss,
+        next_token_loss,
         optimizer,
-        windows(),
+        windows,
         steps,
         scheduler=warmup_cosine(optimizer, steps, warmup),
         clip_grad_norm=clip_grad_norm,

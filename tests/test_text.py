@@ -6,7 +6,15 @@ from collections import Counter
 import numpy as np
 import torch
 
-from dlnotes.text import LMOutput, build_vocab, check_tokens, random_strings, tokenize
+from dlnotes.text import (
+    LMOutput,
+    build_vocab,
+    check_tokens,
+    next_token_loss,
+    random_strings,
+    random_windows,
+    tokenize,
+)
 
 from conftest import bad_input_test
 
@@ -73,3 +81,43 @@ BAD_INPUT = [  # (call, error, message)
 
 
 test_bad_input_gets_a_clear_error = bad_input_test(BAD_INPUT)
+
+
+def test_random_windows_are_consecutive_tokens_starting_anywhere():
+    ids = torch.arange(50)
+    batches = random_windows(ids, seq_len=7, batch_size=64, rng=np.random.default_rng(0))
+    window = next(batches)
+    assert window.shape == (64, 8)
+    assert torch.equal(window[:, 1:] - window[:, :-1], torch.ones(64, 7, dtype=ids.dtype))  # consecutive
+    starts = torch.cat([next(batches)[:, 0] for _ in range(20)])
+    assert (
+        starts.min() == 0 and starts.max() == 50 - 8
+    )  # every start, the last window ending at the last token
+
+
+def test_next_token_loss_scores_each_token_given_the_ones_before():
+    class Table(torch.nn.Module):  # p(y_t | y_<t) depends on y_{t-1} through a table of logits
+        def __init__(self):
+            super().__init__()
+            self.logits = torch.randn(5, 5, generator=torch.Generator().manual_seed(0))
+
+        def forward(self, x):
+            return LMOutput(self.logits[x])
+
+    window = torch.tensor([[0, 3, 1, 4], [2, 2, 0, 1]])
+    log_p = torch.log_softmax(Table().logits, dim=1)
+    by_hand = -np.mean([log_p[row[t - 1], row[t]].item() for row in window for t in range(1, 4)])
+    assert np.isclose(next_token_loss(Table(), window).item(), by_hand)
+
+
+test_windows_bad_input = bad_input_test(
+    [
+        (lambda: next(random_windows([1, 2, 3], 1, 1, 0)), TypeError, "ids must be a 1-D tensor"),
+        (
+            lambda: next(random_windows(torch.arange(5), 4, 1, 0)),
+            ValueError,
+            "more than seq_len + 1 = 5 tokens",
+        ),
+        (lambda: next(random_windows(torch.arange(9), 0, 1, 0)), ValueError, "seq_len"),
+    ]
+)

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..text import LMOutput
+from ..text import LMOutput, next_token_loss, random_windows
 from ..training import model_device, to_numpy, train_steps
 from ..validation import check_int, check_labels, check_number, check_positive, check_rng
 
@@ -109,29 +109,14 @@ def train_char_lm(
     with ``vocab_size`` that maps ids (B, T) to an `LMOutput` trains this way (chapter 06's GPT too). Returns the
     training loss of every step, in bits; the model is left in the mode it came in."""
     ids = check_labels(ids, "ids", n_classes=model.vocab_size)
-    steps, seq_len = check_int(steps, "steps", 1), check_int(seq_len, "seq_len", 1)
-    batch_size, rng = check_int(batch_size, "batch_size", 1), check_rng(rng)
-    lr = check_positive(lr, "lr")
-    if len(ids) < seq_len + 2:
-        raise ValueError(f"ids must hold more than seq_len + 1 = {seq_len + 1} symbols, got {len(ids)}")
-    data = torch.as_tensor(ids, device=model_device(model))
-    offsets = torch.arange(seq_len + 1, device=data.device)
-
-    def windows():  # (batch_size, seq_len + 1) random windows per step
-        while True:
-            starts = torch.as_tensor(rng.integers(0, len(ids) - seq_len - 1, batch_size), device=data.device)
-            yield data[starts[:, None] + offsets]
-
-    def loss(model, window):
-        logits = model(window[:, :-1]).logits
-        return F.cross_entropy(logits.reshape(-1, model.vocab_size), window[:, 1:].reshape(-1))
-
+    steps, lr = check_int(steps, "steps", 1), check_positive(lr, "lr")
+    windows = random_windows(torch.as_tensor(ids, device=model_device(model)), seq_len, batch_size, rng)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     nats = train_steps(
         model,
-        loss,
+        next_token_loss,
         optimizer,
-        windows(),
+        windows,
         steps,
         clip_grad_norm=clip_grad_norm,
         progress=progress,
