@@ -53,6 +53,36 @@ def test_notebook_is_stored_without_outputs(path):
     assert "widgets" not in nb.metadata, "strip the saved widget state: nbstripout"
 
 
+SHOWN = re.compile(r"\bplt\.show\(\)")
+DESCRIBED = re.compile(r"\bdescribe\(")
+
+
+def undescribed_figures(path) -> list[int]:
+    """The code cells of a notebook that show more figures (``plt.show()``) than they describe (``describe(fig,
+    ...)``, the author's alt text, dlnotes.alt_text): their indices."""
+    cells = nbformat.read(path, as_version=4).cells
+    return [
+        k
+        for k, cell in enumerate(cells)
+        if cell.cell_type == "code" and len(SHOWN.findall(cell.source)) > len(DESCRIBED.findall(cell.source))
+    ]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_figure_a_notebook_shows_is_described_by_its_author(path):
+    """The website's alt text says what is plotted and what to see in it only where the author said so; the
+    automatic part (titles, axes, legends) cannot."""
+    assert undescribed_figures(path) == [], (
+        "cells that show a figure without describe(fig, ...) before plt.show()"
+    )
+
+
+def test_the_description_test_can_fail(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("fig, ax = plt.subplots()\nplt.show()")])
+    nbformat.write(nb, tmp_path / "bare.ipynb")
+    assert undescribed_figures(tmp_path / "bare.ipynb") == [0]
+
+
 def test_every_notebook_is_in_the_toc_and_every_toc_file_exists():
     listed = set(toc_files())
     for path in NOTEBOOKS:
