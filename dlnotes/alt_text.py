@@ -49,7 +49,7 @@ def alt_text(fig: mpl.figure.Figure) -> str:
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     parts = [getattr(fig, ATTRIBUTE, "")]
     if fig._suptitle is not None and fig._suptitle.get_text():
-        parts.append(f"Title: {_clean(fig._suptitle.get_text())}.")
+        parts.append(f"Title: {spoken(fig._suptitle.get_text())}.")
     panels = [ax for ax in fig.axes if ax.get_visible() and not _is_colorbar(ax) and not _is_blank(ax)]
     bars = [ax for ax in fig.axes if ax.get_visible() and _is_colorbar(ax)]
     if len(panels) > MAX_GRID and all(ax.images for ax in panels):
@@ -105,8 +105,9 @@ def _is_blank(ax) -> bool:
     return not ax.axison and not _marks(ax) and not ax.get_title()
 
 
-def _clean(text: str) -> str:
-    """Text as a screen reader can say it: matplotlib's TeX maths in Unicode, line breaks as spaces."""
+def spoken(text: str) -> str:
+    """Text as a screen reader can say it: TeX maths (``$\\gamma$``, ``\\frac``, ``\\sqrt``, ...) in Unicode, line breaks
+    as spaces."""
     text = text.replace("$", "").replace("\\|", "‖")
     text = re.sub(r"\\frac\{([^{}]*)\}\{([^{}]*)\}", r"(\1)/(\2)", text)
     text = re.sub(r"\\sqrt\{([^{}]*)\}", r"√(\1)", text)
@@ -170,7 +171,7 @@ def _number(x: float) -> str:
 
 
 def _axis(ax, which: str) -> str:
-    label = _clean(getattr(ax, f"get_{which}label")())
+    label = spoken(getattr(ax, f"get_{which}label")())
     low, high = sorted(getattr(ax, f"get_{which}lim")())
     scale = getattr(ax, f"get_{which}scale")()
     text = f"{label or which} from {_number(low)} to {_number(high)}"
@@ -201,7 +202,7 @@ def _marks(ax) -> list[str]:
     marks += [name for name, kind in kinds.items() if any(isinstance(c, kind) for c in ax.collections)]
     if ax.name == "3d":
         marks.append("a 3-D view")
-    texts = [_clean(t.get_text()) for t in ax.texts if t.get_visible() and t.get_text().strip()]
+    texts = [spoken(t.get_text()) for t in ax.texts if t.get_visible() and t.get_text().strip()]
     if texts:
         marks.append(f"{len(texts)} text label{'s' * (len(texts) > 1)}")
     return marks
@@ -214,7 +215,7 @@ def _names(labels: list[str]) -> str:
 
 def _panel(ax, name: str) -> str:
     title = " ".join(
-        _clean(t.get_text()) for t in (ax.title, ax._left_title, ax._right_title) if t.get_text()
+        spoken(t.get_text()) for t in (ax.title, ax._left_title, ax._right_title) if t.get_text()
     )
     head = ", ".join(p for p in (name, f"“{title}”" if title else "") if p)
     marks = _marks(ax)
@@ -226,19 +227,19 @@ def _panel(ax, name: str) -> str:
             text += f"; z axis: {_axis(ax, 'z')}"
     legend = ax.get_legend()
     if legend is not None and legend.get_visible():
-        labels = [_clean(t.get_text()) for t in legend.get_texts() if t.get_text()]
+        labels = [spoken(t.get_text()) for t in legend.get_texts() if t.get_text()]
         if labels:
             text += f"; legend: {_names(labels)}"
     return text + "."
 
 
 def _colorbar(ax) -> str:
-    label = _clean(ax.get_ylabel() or ax.get_xlabel())
+    label = spoken(ax.get_ylabel() or ax.get_xlabel())
     low, high = sorted(ax.get_ylim() if ax.get_ylabel() or not ax.get_xlabel() else ax.get_xlim())
     return f"Colour bar{f' “{label}”' if label else ''} from {_number(low)} to {_number(high)}."
 
 
 def _image_grid(panels) -> str:
-    titles = [_clean(ax.get_title()) for ax in panels if ax.get_title()]
+    titles = [spoken(ax.get_title()) for ax in panels if ax.get_title()]
     text = f"A grid of {len(panels)} images"
     return text + (f" titled {_names(titles)}." if titles else ".")

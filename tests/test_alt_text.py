@@ -67,7 +67,7 @@ def test_the_notebook_stores_the_alt_text_with_the_figure(fig):
 
 
 def test_a_widget_frame_says_which_control_values_it_shows(fig):
-    controls = {"eta": widgets.FloatSlider(0.1, description="learning rate η")}
+    controls = {"eta": widgets.FloatSlider(0.1, description=r"learning rate $\eta$")}
     text = frame_alt_text(fig, controls, {"eta": 0.1})
     assert text.startswith(alt_text(fig)) and text.endswith("Drawn for learning rate η = 0.1.")
 

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import traitlets
 
-from ..alt_text import alt_text
+from ..alt_text import alt_text, spoken
 from ..plotting import compact_png, figure_png
 from ..validation import check_callable
 
@@ -119,7 +119,7 @@ def interactive_figure(
 
 def frame_alt_text(fig: plt.Figure, controls: dict[str, widgets.ValueWidget], setting: dict) -> str:
     """The alt text of a widget's figure: `alt_text` of the figure and the controls' values it was drawn for."""
-    values = ", ".join(f"{controls[name].description} = {value}" for name, value in setting.items())
+    values = ", ".join(f"{spoken(controls[name].description)} = {value}" for name, value in setting.items())
     return f"{alt_text(fig)} Drawn for {values}."
 
 
