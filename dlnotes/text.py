@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -119,3 +120,110 @@ def next_token_loss(model: torch.nn.Module, window: torch.Tensor) -> torch.Tenso
     y_1..y_T (teacher forcing)."""
     logits = model(window[:, :-1]).logits
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), window[:, 1:].reshape(-1))
+
+
+# Byte-pair encoding: the text is cut into pieces (a word with the space before it, a run of punctuation, a run
+# of white space); a piece starts as its characters, and each merge joins an adjacent pair of symbols into one.
+_PIECES = re.compile(r" ?\w+| ?[^\w\s]+|\s+(?!\S)|\s+")
+
+
+def bpe_pieces(text: str) -> list[str]:
+    """The pieces byte-pair encoding cuts `text` into before it merges: joined, they give the text back."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return _PIECES.findall(text)
+
+
+class BPE(NamedTuple):
+    merges: list[tuple[str, str]]  # the pairs merged, in the order learnt
+    # the characters of the training text (sorted), then one token per merge: token k has id k
+    tokens: list[str]
+
+
+def _merge(symbols: tuple, pair: tuple[str, str]) -> tuple:
+    """The symbols with every occurrence of `pair` (taken left to right, not overlapping) joined into one."""
+    out, k = [], 0
+    while k < len(symbols):
+        if k + 1 < len(symbols) and (symbols[k], symbols[k + 1]) == pair:
+            out.append(symbols[k] + symbols[k + 1])
+            k += 2
+        else:
+            out.append(symbols[k])
+            k += 1
+    return tuple(out)
+
+
+def train_bpe(text: str, n_merges: int) -> BPE:
+    """Byte-pair encoding learnt from `text`: `n_merges` times, join the adjacent pair of symbols that occurs most
+    often (counted over the distinct pieces times their frequencies; ties: the smallest pair in string order).
+    Stops early, with fewer merges, when every piece is a single symbol."""
+    if not isinstance(text, str) or not text:
+        raise TypeError(f"text must be a non-empty str, got {type(text).__name__} {text!r:.40}")
+    n_merges = check_int(n_merges, "n_merges", 0)
+    words = {tuple(piece): count for piece, count in Counter(bpe_pieces(text)).items()}
+    pairs: Counter = Counter()  # pair -> occurrences in the text
+    where: dict = {}  # pair -> the words holding it
+    for word, count in words.items():
+        for pair in pairwise(word):
+            pairs[pair] += count
+            where.setdefault(pair, set()).add(word)
+    merges = []
+    while len(merges) < n_merges and pairs:
+        best = min(pairs, key=lambda p: (-pairs[p], p))
+        merges.append(best)
+        for word in list(where.pop(best)):
+            count = words.pop(word)
+            new = _merge(word, best)
+            words[new] = words.get(new, 0) + count
+            for pair in pairwise(word):  # take the old word's pairs out, put the new word's in
+                pairs[pair] -= count
+                where.get(pair, set()).discard(word)
+                if pairs[pair] == 0:  # the pair no longer occurs
+                    del pairs[pair]
+                    where.pop(pair, None)
+            for pair in pairwise(new):
+                pairs[pair] += count
+                where.setdefault(pair, set()).add(new)
+    return BPE(merges, sorted(set(text)) + [a + b for a, b in merges])
+
+
+def bpe_encode(text: str, bpe: BPE) -> np.ndarray:
+    """The token ids (int64) of `text`: each piece starts as its characters and the learnt merges are applied in
+    their order. A character the training text did not contain raises a ValueError naming it."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    ids: dict = {}
+    for k, token in enumerate(bpe.tokens):  # two merges may give the same string: the first id is used
+        ids.setdefault(token, k)
+    rank = {pair: k for k, pair in enumerate(bpe.merges)}
+    unknown = set(text) - set(bpe.tokens[: len(bpe.tokens) - len(bpe.merges)])
+    if unknown:
+        c = min(unknown, key=text.index)
+        raise ValueError(
+            f"text holds the character {c!r} (position {text.index(c)}), unseen in the training text"
+        )
+    done: dict = {}  # piece -> its token ids (a text repeats its pieces)
+    out = []
+    for piece in bpe_pieces(text):
+        if piece not in done:
+            word = tuple(piece)
+            while len(word) > 1:  # the earliest learnt merge among the adjacent pairs, until none applies
+                pair = min(pairwise(word), key=lambda p: rank.get(p, len(rank)))
+                if pair not in rank:
+                    break
+                word = _merge(word, pair)
+            done[piece] = [ids[s] for s in word]
+        out += done[piece]
+    return np.array(out, dtype=np.int64)
+
+
+def bpe_decode(ids, bpe: BPE) -> str:
+    """The text of token ids: their tokens joined."""
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+        raise TypeError(
+            f"ids must be a 1-D sequence of integer token ids, got {ids.dtype} of shape {ids.shape}"
+        )
+    if ids.size and (ids.min() < 0 or ids.max() >= len(bpe.tokens)):
+        raise ValueError(f"ids must be token ids in 0..{len(bpe.tokens) - 1}, got {ids.min()}..{ids.max()}")
+    return "".join(bpe.tokens[k] for k in ids.tolist())

@@ -1,19 +1,27 @@
 """The shared text tools: vocabularies against collections.Counter, token ids, random strings without the
 excluded ones, and what a language model returns."""
 
+import re
 from collections import Counter
+from itertools import pairwise
 
 import numpy as np
 import torch
 
+from dlnotes.data import load_novel
 from dlnotes.text import (
+    BPE,
     LMOutput,
+    bpe_decode,
+    bpe_encode,
+    bpe_pieces,
     build_vocab,
     check_tokens,
     next_token_loss,
     random_strings,
     random_windows,
     tokenize,
+    train_bpe,
 )
 
 from conftest import bad_input_test
@@ -121,3 +129,84 @@ test_windows_bad_input = bad_input_test(
         (lambda: next(random_windows(torch.arange(9), 0, 1, 0)), ValueError, "seq_len"),
     ]
 )
+
+
+NOVEL = load_novel()[:60_000]
+
+
+def brute_force_best_pair(text, merges):
+    """The most frequent adjacent pair after `merges`, counted piece by piece over the text (ties: smallest)."""
+    counts = Counter()
+    for piece in re.findall(r" ?\w+| ?[^\w\s]+|\s+(?!\S)|\s+", text):
+        symbols = list(piece)
+        for a, b in merges:  # apply the merges one after the other, left to right
+            k = 0
+            while k < len(symbols) - 1:
+                if (symbols[k], symbols[k + 1]) == (a, b):
+                    symbols[k : k + 2] = [a + b]
+                k += 1
+        counts.update(pairwise(symbols))
+    return min(counts, key=lambda p: (-counts[p], p))
+
+
+def test_bpe_merges_the_most_frequent_pair_counted_independently():
+    bpe = train_bpe(NOVEL, 8)
+    for k in range(8):
+        assert bpe.merges[k] == brute_force_best_pair(NOVEL, bpe.merges[:k])
+    assert bpe.tokens[: len(bpe.tokens) - 8] == sorted(set(NOVEL)) and bpe.tokens[-8:] == [
+        a + b for a, b in bpe.merges
+    ]
+    assert train_bpe(NOVEL, 60).merges[:8] == bpe.merges  # learning more merges keeps the first ones
+    assert train_bpe("aaaa", 5).merges == [("a", "a"), ("aa", "aa")]  # stops when every piece is one symbol
+    assert train_bpe("ab ba", 1).merges == [(" ", "b")]  # three pairs once each: the smallest string wins
+
+
+def test_bpe_decode_inverts_encode_on_the_training_text_and_on_unseen_text():
+    bpe = train_bpe(NOVEL, 200)
+    unseen = load_novel()[-20_000:] + "  \n\n xyzzy,,  qa\t "
+    unseen = "".join(c for c in unseen if c in bpe.tokens[:-200])
+    for text in (NOVEL, unseen, "", " ", "\n\n"):
+        ids = bpe_encode(text, bpe)
+        assert ids.dtype == np.int64 and bpe_decode(ids, bpe) == text
+    assert [bpe.tokens[k] for k in bpe_encode(" the", bpe)] == [" the"]  # a frequent word is one token
+
+
+def test_bpe_encoding_gets_shorter_with_every_merge():
+    bpe = train_bpe(NOVEL, 40)
+    lengths = [
+        len(bpe_encode(NOVEL, BPE(bpe.merges[:k], bpe.tokens[: len(bpe.tokens) - 40 + k]))) for k in range(41)
+    ]
+    assert lengths[0] == len(NOVEL) and all(b < a for a, b in pairwise(lengths))
+
+
+BPE_SMALL = train_bpe("the cat sat", 3)
+test_bpe_bad_input = bad_input_test(
+    [
+        (lambda: train_bpe(["the"], 3), TypeError, "text must be a non-empty str"),
+        (lambda: train_bpe("", 3), TypeError, "text must be a non-empty str"),
+        (lambda: train_bpe("abc", -1), ValueError, "n_merges"),
+        (lambda: bpe_encode("the dog", BPE_SMALL), ValueError, "character 'd' (position 4)"),
+        (lambda: bpe_encode(b"the", BPE_SMALL), TypeError, "text must be a str"),
+        (lambda: bpe_decode([0, 99], BPE_SMALL), ValueError, "ids must be token ids in 0.."),
+        (lambda: bpe_decode([0.5], BPE_SMALL), TypeError, "ids must be a 1-D sequence of integer"),
+    ]
+)
+
+
+def test_bpe_pieces_are_words_with_their_space_punctuation_and_white_space():
+    text = "It is a truth, universally acknowledged...\n\n  Mr. Bennet"
+    assert bpe_pieces(text) == [
+        "It",
+        " is",
+        " a",
+        " truth",
+        ",",
+        " universally",
+        " acknowledged",
+        "...",
+        "\n\n ",
+        " Mr",
+        ".",
+        " Bennet",
+    ]
+    assert "".join(bpe_pieces(text)) == text
