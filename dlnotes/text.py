@@ -108,11 +108,13 @@ def random_windows(ids: torch.Tensor, seq_len: int, batch_size: int, rng) -> Ite
     if len(ids) < seq_len + 2:
         raise ValueError(f"ids must hold more than seq_len + 1 = {seq_len + 1} tokens, got {len(ids)}")
     offsets = torch.arange(seq_len + 1, device=ids.device)
-    while True:
-        starts = torch.as_tensor(
-            rng.integers(0, len(ids) - seq_len, batch_size), device=ids.device
-        )  # last: T - L - 1
-        yield ids[starts[:, None] + offsets]
+
+    def batches():  # a generator of its own, so that bad arguments fail at the call, not at the first batch
+        while True:
+            starts = rng.integers(0, len(ids) - seq_len, batch_size)  # the last start is T - L - 1
+            yield ids[torch.as_tensor(starts, device=ids.device)[:, None] + offsets]
+
+    return batches()
 
 
 def next_token_loss(model: torch.nn.Module, window: torch.Tensor) -> torch.Tensor:

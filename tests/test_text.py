@@ -120,13 +120,13 @@ def test_next_token_loss_scores_each_token_given_the_ones_before():
 
 test_windows_bad_input = bad_input_test(
     [
-        (lambda: next(random_windows([1, 2, 3], 1, 1, 0)), TypeError, "ids must be a 1-D tensor"),
+        (lambda: random_windows([1, 2, 3], 1, 1, 0), TypeError, "ids must be a 1-D tensor"),
         (
-            lambda: next(random_windows(torch.arange(5), 4, 1, 0)),
+            lambda: random_windows(torch.arange(5), 4, 1, 0),
             ValueError,
             "more than seq_len + 1 = 5 tokens",
         ),
-        (lambda: next(random_windows(torch.arange(9), 0, 1, 0)), ValueError, "seq_len"),
+        (lambda: random_windows(torch.arange(9), 0, 1, 0), ValueError, "seq_len"),
     ]
 )
 
