@@ -1,8 +1,9 @@
 """Chapter 06 — attention and transformers, in the order of the chapter's notebooks: 6.1 attention (01_attention),
 6.2 positions, blocks and cost (02_positions_blocks), 6.3 encoder–decoder transformers (03_translation), 6.3
-pre-training: ELMo, BERT and GPT (04_pretraining), 6.4 the vision transformer (05_vision_transformer). The
-training loops are `training.train_steps`; chapter 05's `rnn.seq2seq.train_seq2seq` and
-`rnn.language.train_char_lm` train this chapter's translator and GPT too.
+pre-training: ELMo and BERT (04_pretraining), 6.3 GPT (06_gpt), 6.4 the vision transformer
+(05_vision_transformer). The training loops are `training.train_steps`: chapter 05's `rnn.seq2seq.train_seq2seq`
+trains this chapter's translator, `train_mlm` the masked-token model and `train_lm` any language model on a long
+text (the GPT and chapter 05's LSTM alike).
 
 Conventions: rows are tokens, a sequence is an array (T, d) (a batch (B, T, d)); attention weights A (T_q, T_k)
 with rows that sum to 1.
@@ -714,10 +715,12 @@ def mask_tokens(ids, mask_id: int, vocab_size: int, *, rate: float = 0.15, n_spe
 
 
 class TinyTransformerLM(nn.Module):
-    """A small transformer over token ids: token embedding + learned positions P (T, d), `n_layers`
+    """A small transformer over token ids: a token embedding, positions (below), `n_layers`
     pre-LN `TransformerBlock`s (d_ff = 4d), a final LayerNorm and a linear output layer (its weight tied to the
-    embedding if `tie_weights`). causal=True: each position sees only itself and earlier ones (`causal_mask`),
-    a GPT-style decoder; causal=False: every position sees the whole window, a BERT-style encoder.
+    embedding if `tie_weights`, the shared matrix then drawn from N(0, 1/d)). positions: "learned", "sinusoidal"
+    (added to the input) or "rope" (rotary embeddings of the queries and keys in every block, nothing added).
+    causal=True: each position sees only itself and earlier ones (`causal_mask`), a GPT-style decoder;
+    causal=False: every position sees the whole window, a BERT-style encoder.
     ``forward(ids (B, t))`` with t <= T returns `LMOutput` with logits (B, t, vocab)."""
 
     def __init__(
@@ -747,7 +750,9 @@ class TinyTransformerLM(nn.Module):
         self.blocks = nn.ModuleList(TransformerBlock(d, h, 4 * d, rope=rotary) for _ in range(n_layers))
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab_size)
-        if tie_weights:
+        if tie_weights:  # one matrix for both: drawn at the output layer's scale, so that the first logits
+            # have about unit size (nn.Embedding's N(0, 1) would give logits of size sqrt(d) and a slow start)
+            nn.init.normal_(self.embed.weight, std=d**-0.5)
             self.head.weight = self.embed.weight
         self.register_buffer("mask", torch.as_tensor(causal_mask(T)), persistent=False)
 

@@ -119,8 +119,22 @@ def test_transformer_lm_masks_by_perturbation(causal):
 def test_tied_weights_and_sinusoidal_positions():
     model = tf.TinyGPT(9, 8, 2, 1, 6, tie_weights=True, positions="sinusoidal")
     assert model.head.weight is model.embed.weight
+    assert (
+        sum(p.numel() for p in model.parameters())
+        == sum(p.numel() for p in tf.TinyGPT(9, 8, 2, 1, 6, positions="sinusoidal").parameters()) - 9 * 8
+    )
     assert np.allclose(model.P.numpy(), tf.sinusoidal_pe(6, 8), atol=1e-6)
     assert not any(p is model.P for p in model.parameters())
+
+
+def test_tied_output_layer_starts_with_logits_of_unit_size():
+    """The shared matrix at the embedding's default N(0, 1) makes the first logits sqrt(d) = 8 times too large."""
+    torch.manual_seed(0)
+    ids = torch.as_tensor(rng.integers(0, 500, (8, 32)))
+    with torch.no_grad():
+        for positions in ("rope", "learned"):
+            logits = tf.TinyGPT(500, 64, 4, 2, 32, tie_weights=True, positions=positions)(ids).logits
+            assert 0.7 < logits.std().item() < 1.4, positions
 
 
 def test_windowed_cross_entropy_against_f_cross_entropy():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..transformers import patchify, sinusoidal_pe, top_k_filter
+from ..transformers import elmo_mix, patchify, sinusoidal_pe, top_k_filter
 from .core import Hint, close, grader
 
 # ----------------------------------------------------------------------------- 6.1 attention
@@ -220,6 +220,68 @@ grade_cross_attention = grader(
 
 def _top_k_cases(rng):
     return [(3 * rng.normal(size=n), k) for n, k in [(8, 3), (10, 1), (12, 5), (6, 6), (20, 4)]]
+
+
+def elmo_reference(H, w, gamma):
+    """ELMo's mix of the layers H (L+1, T, m) with the raw weights w (L+1,) and the scale gamma:
+    ``gamma sum_j softmax(w)_j h_j``, shape (T, m)."""
+    return elmo_mix(H, _softmax_vector(w), gamma)
+
+
+def _elmo_cases(rng):
+    return [
+        (rng.normal(size=(J, T, m)), rng.normal(size=J) * 2, float(rng.uniform(0.5, 2.5)))
+        for J, T, m in [
+            (3, 4, 6),
+            (3, 5, 5),
+            (2, 3, 8),
+            (4, 6, 4),
+        ]
+    ]
+
+
+def _elmo_raw_weights(H, w, gamma):
+    """The raw w as weights, without the softmax: a mistake."""
+    return gamma * np.tensordot(w, H, axes=1)
+
+
+def _elmo_normalised_by_sum(H, w, gamma):
+    """w / sum(w) as weights: they sum to 1 but may be negative, and differ from the softmax: a mistake."""
+    return gamma * np.tensordot(w / w.sum(), H, axes=1)
+
+
+grade_elmo_mix = grader(
+    "elmo_mix",
+    "H, w, gamma",
+    elmo_reference,
+    _elmo_cases,
+    hints=(
+        Hint(
+            lambda a, e, g: close(_elmo_raw_weights(*a), g),
+            "the layer weights are s = softmax(w), not w itself: the softmax makes them positive and sum to 1.",
+        ),
+        Hint(
+            lambda a, e, g: close(_elmo_normalised_by_sum(*a), g),
+            "s = softmax(w) = exp(w) / sum(exp(w)); dividing w by its sum gives other (possibly negative) weights.",
+        ),
+        Hint(lambda a, e, g: close(e / a[2], g), "multiply the mix by gamma, the task's overall scale."),
+        Hint(
+            lambda a, e, g: close(a[2] * a[0].mean(axis=0), g),
+            "weight the layers by s_j = softmax(w)_j; a plain mean over the layers ignores w.",
+        ),
+        Hint(
+            lambda a, e, g: np.shape(g) != np.shape(e),
+            "sum over the layer axis (axis 0 of H): the result has one vector per token, shape (T, m).",
+        ),
+    ),
+    mistakes=(
+        (_elmo_raw_weights, "not w itself"),
+        (_elmo_normalised_by_sum, "dividing w by its sum"),
+        (lambda H, w, gamma: elmo_mix(H, _softmax_vector(w)), "gamma"),
+        (lambda H, w, gamma: gamma * H.mean(axis=0), "plain mean"),
+        (lambda H, w, gamma: gamma * (H * _softmax_vector(w)[:, None, None]).sum(axis=1), "layer axis"),
+    ),
+)
 
 
 def _k_smallest(z, k):
