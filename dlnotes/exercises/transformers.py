@@ -231,12 +231,7 @@ def elmo_reference(H, w, gamma):
 def _elmo_cases(rng):
     return [
         (rng.normal(size=(J, T, m)), rng.normal(size=J) * 2, float(rng.uniform(0.5, 2.5)))
-        for J, T, m in [
-            (3, 4, 6),
-            (3, 5, 5),
-            (2, 3, 8),
-            (4, 6, 4),
-        ]
+        for J, T, m in [(3, 4, 6), (3, 5, 5), (2, 3, 8), (4, 6, 4)]
     ]
 
 
