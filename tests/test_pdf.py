@@ -75,26 +75,32 @@ def prose(pdf) -> dict[int, str]:
         page for _, title, page in outline(pdf) if title == "Solutions"
     }
     sample = {1, 2, 3} | starts | set(range(0, len(pdf.pages), 25))
-    found = {}
-    for k in sorted(sample):
-        parts = []
+    return {k: page_prose(pdf, k) for k in sorted(sample)}
 
-        def visit(text, cm, tm, font, size, parts=parts):
-            if text.strip() and not (font and MONO.search(str(font.get("/BaseFont", "")))):
-                parts.append(text)
 
-        pdf.pages[k].extract_text(visitor_text=visit)
-        found[k] = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", "".join(parts)))  # "ﬁ" is "fi"
-    return found
+def page_prose(pdf, k: int) -> str:
+    """The text of page k outside the monospaced font of code and outputs, white space collapsed."""
+    parts = []
+
+    def visit(text, cm, tm, font, size):
+        if text.strip() and not (font and MONO.search(str(font.get("/BaseFont", "")))):
+            parts.append(text)
+
+    pdf.pages[k].extract_text(visitor_text=visit)
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", "".join(parts)))  # "ﬁ" is "fi"
+
+
+def markdown_or_notebook(page: str) -> str:
+    """The source of a page of the toc: its notebook's cells, one after the other, or its Markdown file."""
+    notebook = ROOT / f"{page}.ipynb"
+    if notebook.exists():
+        return "".join("".join(cell["source"]) + "\n" for cell in json.loads(notebook.read_text())["cells"])
+    return (ROOT / f"{page}.md").read_text()
 
 
 def source_title(page: str) -> str:
     """The title a page is written with: the first level-1 heading of its notebook or Markdown file."""
-    notebook = ROOT / f"{page}.ipynb"
-    if notebook.exists():
-        source = "".join("".join(cell["source"]) + "\n" for cell in json.loads(notebook.read_text())["cells"])
-    else:
-        source = (ROOT / f"{page}.md").read_text()
+    source = markdown_or_notebook(page)
     return re.search(r"^# (.+)$", source, re.M).group(1).strip().replace("'", "\u2019")  # as Sphinx prints it
 
 
@@ -128,8 +134,15 @@ def test_solutions_are_unfolded_at_the_end_and_widgets_captioned(pdf, prose):
     assert all(prose[page] for page in solutions[:1])
     starts = {page for _, title, page in marks if title == "Solutions"}
     assert all(any(start <= page for start in starts) for page in solutions)
-    captions = sum(text.count("Interactive figure, shown for ") for text in prose.values())
-    assert captions >= 1, "the widgets' captions (on the sampled pages)"
+    # the captions on the pages of the first section with a widget (not on a sample, which a new page can shift)
+    pages = toc_files()
+    first = next(k for k, page in enumerate(pages) if "dlnotes.widgets" in markdown_or_notebook(page))
+    section_starts = [page for _, page in sections(pdf)] + [len(pdf.pages)]
+    captions = sum(
+        page_prose(pdf, k).count("Interactive figure, shown for ")
+        for k in range(section_starts[first], section_starts[first + 1])
+    )
+    assert captions >= 1, f"the widgets' captions on the pages of {pages[first]}"
 
 
 def test_the_length_is_sensible(pdf):
