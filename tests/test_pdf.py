@@ -16,6 +16,7 @@ from pypdf import PdfReader
 
 from conftest import ROOT, build_book
 from test_hygiene import toc_files
+from test_site import WIDGET_PAGES
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import book_pdf  # noqa: E402
@@ -90,17 +91,13 @@ def page_prose(pdf, k: int) -> str:
     return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", "".join(parts)))  # "ﬁ" is "fi"
 
 
-def markdown_or_notebook(page: str) -> str:
-    """The source of a page of the toc: its notebook's cells, one after the other, or its Markdown file."""
-    notebook = ROOT / f"{page}.ipynb"
-    if notebook.exists():
-        return "".join("".join(cell["source"]) + "\n" for cell in json.loads(notebook.read_text())["cells"])
-    return (ROOT / f"{page}.md").read_text()
-
-
 def source_title(page: str) -> str:
     """The title a page is written with: the first level-1 heading of its notebook or Markdown file."""
-    source = markdown_or_notebook(page)
+    notebook = ROOT / f"{page}.ipynb"
+    if notebook.exists():
+        source = "".join("".join(cell["source"]) + "\n" for cell in json.loads(notebook.read_text())["cells"])
+    else:
+        source = (ROOT / f"{page}.md").read_text()
     return re.search(r"^# (.+)$", source, re.M).group(1).strip().replace("'", "\u2019")  # as Sphinx prints it
 
 
@@ -136,7 +133,7 @@ def test_solutions_are_unfolded_at_the_end_and_widgets_captioned(pdf, prose):
     assert all(any(start <= page for start in starts) for page in solutions)
     # the captions on the pages of the first section with a widget (not on a sample, which a new page can shift)
     pages = toc_files()
-    first = next(k for k, page in enumerate(pages) if "dlnotes.widgets" in markdown_or_notebook(page))
+    first = next(k for k, page in enumerate(pages) if page in WIDGET_PAGES)
     section_starts = [page for _, page in sections(pdf)] + [len(pdf.pages)]
     captions = sum(
         page_prose(pdf, k).count("Interactive figure, shown for ")
