@@ -225,7 +225,7 @@ def _top_k_cases(rng):
 def elmo_reference(H, w, gamma):
     """ELMo's mix of the layers H (L+1, T, m) with the raw weights w (L+1,) and the scale gamma:
     ``gamma sum_j softmax(w)_j h_j``, shape (T, m)."""
-    return elmo_mix(H, _softmax_vector(w), gamma)
+    return elmo_mix(H, _softmax(w, axis=-1), gamma)
 
 
 def _elmo_cases(rng):
@@ -272,20 +272,15 @@ grade_elmo_mix = grader(
     mistakes=(
         (_elmo_raw_weights, "not w itself"),
         (_elmo_normalised_by_sum, "dividing w by its sum"),
-        (lambda H, w, gamma: elmo_mix(H, _softmax_vector(w)), "gamma"),
+        (lambda H, w, gamma: elmo_mix(H, _softmax(w, axis=-1)), "gamma"),
         (lambda H, w, gamma: gamma * H.mean(axis=0), "plain mean"),
-        (lambda H, w, gamma: gamma * (H * _softmax_vector(w)[:, None, None]).sum(axis=1), "layer axis"),
+        (lambda H, w, gamma: gamma * (H * _softmax(w, axis=-1)[:, None, None]).sum(axis=1), "layer axis"),
     ),
 )
 
 
 def _k_smallest(z, k):
     return np.where(z <= np.sort(z)[k - 1], z, -np.inf)
-
-
-def _softmax_vector(z):
-    e = np.exp(z - z.max())
-    return e / e.sum()
 
 
 grade_top_k_filter = grader(
@@ -303,7 +298,7 @@ grade_top_k_filter = grader(
             "set the removed logits to -inf, not 0: exp(0) = 1, so a logit of 0 still gets probability.",
         ),
         Hint(
-            lambda a, e, g: close(_softmax_vector(e), g),
+            lambda a, e, g: close(_softmax(e, axis=-1), g),
             "return the filtered logits, not probabilities: the softmax (with the temperature) comes after.",
         ),
         Hint(
@@ -319,7 +314,7 @@ grade_top_k_filter = grader(
     mistakes=(
         (_k_smallest, "k *largest*"),
         (lambda z, k: np.where(z >= np.sort(z)[-k], z, 0.0), "not 0"),
-        (lambda z, k: _softmax_vector(np.where(z >= np.sort(z)[-k], z, -np.inf)), "not probabilities"),
+        (lambda z, k: _softmax(np.where(z >= np.sort(z)[-k], z, -np.inf), axis=-1), "not probabilities"),
         (lambda z, k: np.where(z >= np.sort(z)[max(-k - 1, -len(z))], z, -np.inf), "k + 1"),
         (lambda z, k: np.where(z >= np.sort(z)[k], z, -np.inf), "increasing order"),
     ),
